@@ -9,7 +9,7 @@ add_library(dynvm_support INTERFACE)
 target_include_directories(dynvm_support INTERFACE
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/dynvm/support
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dynvm)
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dynvm COMPONENT dev)
 
 # dynvm_add_layer(<target> SOURCES ... [DEPENDS <targets>...])
 function(dynvm_add_layer target)
@@ -20,5 +20,5 @@ function(dynvm_add_layer target)
   target_link_libraries(${target} PUBLIC dynvm_support ${ARG_DEPENDS} PRIVATE dynvm_warnings)
   set_property(GLOBAL APPEND PROPERTY DYNVM_LAYER_TARGETS ${target})
   install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/include/dynvm
-          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} OPTIONAL)
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev OPTIONAL)
 endfunction()

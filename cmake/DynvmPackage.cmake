@@ -27,12 +27,12 @@ if(DYNVM_HAVE_CUDA)
                                          $<INSTALL_INTERFACE:CUDA::cuda_driver>)
 endif()
 
-install(TARGETS dynvm EXPORT dynvmTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS dynvm EXPORT dynvmTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 set(DYNVM_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/dynvm)
-install(EXPORT dynvmTargets NAMESPACE dynvm:: DESTINATION ${DYNVM_CMAKE_DIR})
+install(EXPORT dynvmTargets NAMESPACE dynvm:: DESTINATION ${DYNVM_CMAKE_DIR} COMPONENT dev)
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/dynvmConfig.cmake.in
   ${CMAKE_BINARY_DIR}/dynvmConfig.cmake INSTALL_DESTINATION ${DYNVM_CMAKE_DIR})
 write_basic_package_version_file(${CMAKE_BINARY_DIR}/dynvmConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/dynvmConfig.cmake ${CMAKE_BINARY_DIR}/dynvmConfigVersion.cmake
-        DESTINATION ${DYNVM_CMAKE_DIR})
+        DESTINATION ${DYNVM_CMAKE_DIR} COMPONENT dev)

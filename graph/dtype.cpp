@@ -34,8 +34,7 @@ std::optional<DType> parse_dtype(std::string_view name) {
 }
 
 bool is_floating(DType t) {
-  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 ||
-         t == DType::Float64;
+  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 || t == DType::Float64;
 }
 
 bool is_integral(DType t, bool include_bool) {

@@ -7,8 +7,15 @@ namespace {
 
 PyMethodDef kMethods[] = {{nullptr, nullptr, 0, nullptr}};
 
-PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "dynvm._C", "dynvm's native core.", -1,
-                       kMethods, nullptr, nullptr, nullptr, nullptr};
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
+                       "dynvm._C",
+                       "dynvm's native core.",
+                       -1,
+                       kMethods,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr};
 
 }  // namespace
 

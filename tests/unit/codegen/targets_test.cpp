@@ -1,6 +1,6 @@
 // The target list is fixed-order and explains every target that is off.
-#include "catch.h"
 #include "dynvm/codegen/targets.h"
+#include "catch.h"
 
 TEST_CASE("compiled targets are cpu then cuda, each built or explained") {
   auto targets = dynvm::codegen::compiled_targets();

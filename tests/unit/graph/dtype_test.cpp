@@ -1,12 +1,12 @@
 // DType names, sizes and parsing round-trip.
-#include "catch.h"
 #include "dynvm/graph/dtype.h"
+#include "catch.h"
 
 using dynvm::graph::DType;
 
 TEST_CASE("dtype names round-trip through the parser") {
-  for (DType t : {DType::Bool, DType::Int64, DType::Float16, DType::BFloat16,
-                  DType::Float32, DType::Complex128}) {
+  for (DType t : {DType::Bool, DType::Int64, DType::Float16, DType::BFloat16, DType::Float32,
+                  DType::Complex128}) {
     auto parsed = dynvm::graph::parse_dtype(dynvm::graph::dtype_name(t));
     REQUIRE(parsed.has_value());
     CHECK(*parsed == t);

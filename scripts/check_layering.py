@@ -1,0 +1,65 @@
+"""Fails when a layer includes something DESIGN.md says it may not know.
+
+CMake already keeps a layer from seeing the headers of layers it does not link; this
+check also covers third-party headers on the default include path (ATen, LLVM, CUDA)
+and the rule that the frontend's core needs no libpython.
+"""
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+
+PYTHON = ("Python.h", "internal/pycore_", "frameobject.h", "torch/csrc/")
+TORCH = ("torch/", "ATen/", "c10/")
+LLVM = ("llvm/", "llvm-c/")
+CUDA = ("cuda.h", "cuda_runtime", "nvrtc.h")
+
+
+def layer_headers(*names):
+    return tuple("dynvm/%s/" % n for n in names)
+
+
+# (directory, excluded subdirectory, forbidden include prefixes, why)
+RULES = [
+    ("frontend", "frontend/cpython",
+     PYTHON + TORCH + LLVM + CUDA + ("boost/",) + layer_headers("graph", "vm", "codegen", "runtime"),
+     "the frontend knows bytecode and nothing else"),
+    ("frontend/cpython", None,
+     TORCH + LLVM + CUDA + layer_headers("graph", "vm", "codegen", "runtime"),
+     "the live-code adapter only reads code objects"),
+    ("graph", None, PYTHON + LLVM + CUDA + layer_headers("frontend", "vm", "codegen", "runtime"),
+     "the graph knows tensors and operators, not Python"),
+    ("vm", None, LLVM + CUDA + layer_headers("codegen", "runtime"),
+     "the VM produces graphs and guards; it does not generate code"),
+    ("codegen", None, PYTHON + layer_headers("frontend", "vm", "runtime"),
+     "codegen knows the graph and the targets"),
+]
+
+
+def violations():
+    for directory, excluded, forbidden, why in RULES:
+        for path in sorted((ROOT / directory).rglob("*")):
+            if path.suffix not in (".h", ".cpp", ".inc", ".def"):
+                continue
+            rel = path.relative_to(ROOT).as_posix()
+            if excluded and rel.startswith(excluded + "/"):
+                continue
+            for match in INCLUDE.finditer(path.read_text(errors="replace")):
+                header = match.group(1)
+                if any(header.startswith(f) or header == f.rstrip("/") for f in forbidden):
+                    line = path.read_text(errors="replace")[: match.start()].count("\n") + 1
+                    yield "%s:%d: includes <%s>: %s" % (rel, line, header, why)
+
+
+def main():
+    found = list(violations())
+    for v in found:
+        print(v)
+    print("check_layering: %d violation(s)" % len(found))
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The README's second command (and CI's): install dependencies, build and install
+# dynvm, then run every test: first the C++ unit tests and fuzzers in a separate
+# AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/), then the whole
+# suite in build/ through CTest, whose summary ends the output.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+
+echo "== sanitizer build (ASan + UBSan, clang-16): C++ unit tests and fuzzers =="
+CC=clang-16 CXX=clang++-16 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+  -DDYNVM_SANITIZE=ON -DDYNVM_BUILD_PYTHON=OFF -DDYNVM_BUILD_FUZZERS=ON \
+  >build-asan.configure.log 2>&1 || { cat build-asan.configure.log; exit 1; }
+cmake --build build-asan
+(cd build-asan && ctest --output-on-failure -j2)
+
+echo "== test suite (build/) =="
+cd build
+ctest --output-on-failure -j2
