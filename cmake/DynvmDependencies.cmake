@@ -28,6 +28,7 @@ execute_process(
   COMMAND ${Python3_EXECUTABLE} -c "import torch, os; print(os.path.dirname(torch.__file__))"
   OUTPUT_VARIABLE DYNVM_TORCH_PYDIR OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
 find_package(Torch QUIET HINTS ${DYNVM_TORCH_PYDIR}/share/cmake/Torch)
+# (Torch's CMake package warns about optional pieces it does not find; QUIET hides it.)
 set(DYNVM_HAVE_TORCH ${Torch_FOUND})
 if(Torch_FOUND)
   find_library(DYNVM_TORCH_PYTHON_LIBRARY torch_python
@@ -37,6 +38,15 @@ if(Torch_FOUND)
   separate_arguments(_dynvm_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
   target_compile_options(dynvm_torch INTERFACE ${_dynvm_torch_flags})
   add_library(dynvm::torch ALIAS dynvm_torch)
+  # THPVariable_Wrap/Unpack: converting torch.Tensor objects to at::Tensor and back.
+  add_library(dynvm_torch_python INTERFACE)
+  target_link_libraries(dynvm_torch_python INTERFACE dynvm_torch ${DYNVM_TORCH_PYTHON_LIBRARY}
+                                                     Python3::Module)
+  add_library(dynvm::torch_python ALIAS dynvm_torch_python)
+else()
+  message(FATAL_ERROR "libtorch was not found: run scripts/install-deps.sh (Debian's "
+                      "libtorch-dev), or pass -DPython3_EXECUTABLE= a Python whose torch "
+                      "ships its CMake package")
 endif()
 
 # --- LLVM for the CPU backend (ORC JIT). LLVM 16: the newest Debian 12 packages, and

@@ -5,8 +5,8 @@ namespace dynvm::graph {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-#define DYNVM_DTYPE_NAME(e, name, size) \
-  case DType::e:                        \
+#define DYNVM_DTYPE_NAME(e, name, short_name, size) \
+  case DType::e:                                    \
     return name;
     DYNVM_DTYPES(DYNVM_DTYPE_NAME)
 #undef DYNVM_DTYPE_NAME
@@ -14,10 +14,21 @@ std::string_view dtype_name(DType t) {
   return "?";
 }
 
+std::string_view dtype_short_name(DType t) {
+  switch (t) {
+#define DYNVM_DTYPE_SHORT_NAME(e, name, short_name, size) \
+  case DType::e:                                          \
+    return short_name;
+    DYNVM_DTYPES(DYNVM_DTYPE_SHORT_NAME)
+#undef DYNVM_DTYPE_SHORT_NAME
+  }
+  return "?";
+}
+
 int dtype_itemsize(DType t) {
   switch (t) {
-#define DYNVM_DTYPE_SIZE(e, name, size) \
-  case DType::e:                        \
+#define DYNVM_DTYPE_SIZE(e, name, short_name, size) \
+  case DType::e:                                    \
     return size;
     DYNVM_DTYPES(DYNVM_DTYPE_SIZE)
 #undef DYNVM_DTYPE_SIZE
@@ -26,10 +37,18 @@ int dtype_itemsize(DType t) {
 }
 
 std::optional<DType> parse_dtype(std::string_view name) {
-#define DYNVM_DTYPE_PARSE(e, n, size) \
+#define DYNVM_DTYPE_PARSE(e, n, short_name, size) \
   if (name == n) return DType::e;
   DYNVM_DTYPES(DYNVM_DTYPE_PARSE)
 #undef DYNVM_DTYPE_PARSE
+  return std::nullopt;
+}
+
+std::optional<DType> parse_dtype_short_name(std::string_view short_name) {
+#define DYNVM_DTYPE_PARSE_SHORT(e, name, s, size) \
+  if (short_name == s) return DType::e;
+  DYNVM_DTYPES(DYNVM_DTYPE_PARSE_SHORT)
+#undef DYNVM_DTYPE_PARSE_SHORT
   return std::nullopt;
 }
 

@@ -14,6 +14,8 @@ PACKAGES=(
   llvm-16-dev
   # graph analyses and unit tests
   libboost-graph-dev catch2
+  # pybind11 headers: torch's python_variable.h (THPVariable_Wrap/Unpack) includes them
+  pybind11-dev
   # Graphviz `dot` for drawing graphs as SVG
   graphviz
 )

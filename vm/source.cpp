@@ -9,8 +9,11 @@ namespace {
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 }  // namespace
 
-SourcePtr Source::local(std::string name) {
-  return SourcePtr(new Source(Kind::Local, nullptr, std::move(name), 0));
+SourcePtr Source::local(std::string name, int index) {
+  return SourcePtr(new Source(Kind::Local, nullptr, std::move(name), index));
+}
+SourcePtr Source::closure(std::string name, int index) {
+  return SourcePtr(new Source(Kind::Closure, nullptr, std::move(name), index));
 }
 SourcePtr Source::global(std::string name) {
   return SourcePtr(new Source(Kind::Global, nullptr, std::move(name), 0));
@@ -21,26 +24,34 @@ SourcePtr Source::builtin(std::string name) {
 SourcePtr Source::attr(SourcePtr base, std::string name) {
   return SourcePtr(new Source(Kind::Attr, std::move(base), std::move(name), 0));
 }
-SourcePtr Source::item(SourcePtr base, int64_t index) {
-  return SourcePtr(new Source(Kind::ConstantIndex, std::move(base), "", index));
+SourcePtr Source::module_member(Kind kind, SourcePtr base, std::string name) {
+  return SourcePtr(new Source(kind, std::move(base), std::move(name), 0));
 }
 SourcePtr Source::key(SourcePtr base, std::string key) {
-  return SourcePtr(new Source(Kind::Item, std::move(base), std::move(key), 0));
+  return SourcePtr(new Source(Kind::Key, std::move(base), std::move(key), 0));
+}
+SourcePtr Source::item(SourcePtr base, int64_t index) {
+  return SourcePtr(new Source(Kind::Index, std::move(base), "", index));
 }
 
 std::string Source::to_string() const {
   switch (kind_) {
     case Kind::Local:
       return "L[" + quoted(name_) + "]";
+    case Kind::Closure:
+      return "C[" + quoted(name_) + "]";
     case Kind::Global:
       return "G[" + quoted(name_) + "]";
     case Kind::Builtin:
       return "B[" + quoted(name_) + "]";
     case Kind::Attr:
+    case Kind::ModuleParam:
+    case Kind::ModuleBuffer:
+    case Kind::ModuleChild:
       return base_->to_string() + "." + name_;
-    case Kind::Item:
+    case Kind::Key:
       return base_->to_string() + "[" + quoted(name_) + "]";
-    case Kind::ConstantIndex:
+    case Kind::Index:
       return base_->to_string() + "[" + std::to_string(index_) + "]";
   }
   return "?";

@@ -1,11 +1,31 @@
 // dynvm._C: the extension module behind the dynvm Python package.
 #include <Python.h>
 
+#include "compiled_function_type.h"
 #include "dynvm/dynvm.h"
+#include "dynvm/runtime/compiled_function.h"
 
 namespace {
 
-PyMethodDef kMethods[] = {{nullptr, nullptr, 0, nullptr}};
+// counters() -> dict of the process-wide counters.
+PyObject* module_counters(PyObject*, PyObject*) {
+  const dynvm::runtime::Counters& c = dynvm::runtime::counters();
+  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L}", "frames_traced", (long long)c.frames_traced,
+                       "cache_hits", (long long)c.cache_hits, "graph_breaks",
+                       (long long)c.graph_breaks, "recompiles", (long long)c.recompiles,
+                       "eager_calls", (long long)c.eager_calls);
+}
+
+// reset(): drops every compiled variant and zeroes the counters.
+PyObject* module_reset(PyObject*, PyObject*) {
+  dynvm::runtime::reset_all();
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kMethods[] = {
+    {"counters", module_counters, METH_NOARGS, "The process-wide compilation counters."},
+    {"reset", module_reset, METH_NOARGS, "Drop every compiled variant; zero the counters."},
+    {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
                        "dynvm._C",
@@ -22,9 +42,19 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
 PyMODINIT_FUNC PyInit__C(void) {
   PyObject* m = PyModule_Create(&kModule);  // new reference
   if (m == nullptr) return nullptr;
-  if (PyModule_AddStringConstant(m, "__version__", dynvm_version()) < 0) {
+  PyObject* graph_break = PyErr_NewExceptionWithDoc(
+      "dynvm._C.GraphBreakError",
+      "Raised under fullgraph=True when the VM meets code it cannot capture.",
+      PyExc_RuntimeError, nullptr);  // new reference
+  if (PyModule_AddStringConstant(m, "__version__", dynvm_version()) < 0 ||
+      PyModule_AddObject(m, "has_vm", Py_NewRef(Py_True)) < 0 ||
+      !dynvm::runtime::add_compiled_function_type(m) || graph_break == nullptr ||
+      PyModule_AddObject(m, "GraphBreakError", Py_NewRef(graph_break)) < 0) {
+    Py_XDECREF(graph_break);
     Py_DECREF(m);
     return nullptr;
   }
+  dynvm::runtime::set_graph_break_error_type(graph_break);
+  Py_DECREF(graph_break);
   return m;
 }

@@ -1,2 +1,28 @@
-"""dynvm: compiles PyTorch programs from their bytecode."""
+"""dynvm: compiles PyTorch programs from their Python bytecode.
+
+The API is shaped like torch.compile: dynvm.compile, dynvm.explain, dynvm.reset and
+dynvm.disable. Importing dynvm does not import torch.
+"""
+
 from dynvm._C import __version__
+from dynvm import config as _config
+from dynvm._C import GraphBreakError
+from dynvm.api import compile, counters, disable, explain, reset, vm_available
+from dynvm.explain_output import BreakReason, ExplainOutput
+
+__all__ = [
+    "BreakReason",
+    "GraphBreakError",
+    "counters",
+    "vm_available",
+    "ExplainOutput",
+    "__version__",
+    "compile",
+    "disable",
+    "explain",
+    "reset",
+]
+
+# A typo in DYNVM_LOGS or DYNVM_DISABLE fails here, at import, not silently later.
+_config.enabled_logs()
+_config.disabled()

@@ -1,13 +1,16 @@
 // Source chains print as Python-like paths used by guards and explain().
-#include "dynvm/vm/source.h"
 #include "catch.h"
+#include "dynvm/vm/source.h"
 
 using dynvm::vm::Source;
 
 TEST_CASE("sources print as paths") {
-  auto self = Source::local("self");
-  auto w = Source::attr(Source::item(Source::attr(self, "layers"), 0), "weight");
+  auto self = Source::local("self", 0);
+  auto layers = Source::module_member(Source::Kind::ModuleChild, self, "layers");
+  auto w = Source::module_member(Source::Kind::ModuleParam, Source::item(layers, 0), "weight");
   CHECK(w->to_string() == "L['self'].layers[0].weight");
+  CHECK(w->base()->base()->kind() == Source::Kind::ModuleChild);
   CHECK(Source::key(Source::global("cfg"), "lr")->to_string() == "G['cfg']['lr']");
   CHECK(Source::builtin("len")->to_string() == "B['len']");
+  CHECK(Source::attr(Source::closure("scale", 1), "value")->to_string() == "C['scale'].value");
 }

@@ -1,6 +1,6 @@
 // Source: where a value traced by the VM came from (an argument, a global, an
 // attribute or item of another source). Guards and eager reconstruction are phrased
-// over sources.
+// over sources, so a source must be re-evaluable cheaply on every call.
 #pragma once
 
 #include <cstdint>
@@ -14,21 +14,35 @@ using SourcePtr = std::shared_ptr<const Source>;
 
 class Source {
  public:
-  enum class Kind : uint8_t { Local, Global, Builtin, Attr, Item, ConstantIndex };
+  enum class Kind : uint8_t {
+    Local,         // a fast local of the traced frame (an argument), by localsplus index
+    Closure,       // the contents of the traced function's free variable #index
+    Global,        // the frame's globals[name]
+    Builtin,       // the frame's builtins[name]
+    Attr,          // getattr(base, name)
+    ModuleParam,   // base._parameters[name] (an nn.Module's parameter)
+    ModuleBuffer,  // base._buffers[name]
+    ModuleChild,   // base._modules[name]
+    Key,           // base[name] with a string key
+    Index,         // base[index] with an integer index
+  };
 
-  static SourcePtr local(std::string name);
+  static SourcePtr local(std::string name, int index);
+  static SourcePtr closure(std::string name, int index);
   static SourcePtr global(std::string name);
   static SourcePtr builtin(std::string name);
   static SourcePtr attr(SourcePtr base, std::string name);
-  static SourcePtr item(SourcePtr base, int64_t index);
+  static SourcePtr module_member(Kind kind, SourcePtr base, std::string name);
   static SourcePtr key(SourcePtr base, std::string key);
+  static SourcePtr item(SourcePtr base, int64_t index);
 
   Kind kind() const { return kind_; }
   const SourcePtr& base() const { return base_; }
   const std::string& name() const { return name_; }
   int64_t index() const { return index_; }
 
-  // Python-like text, e.g. L['self'].layers[0].weight or G['torch'].
+  // Python-like text, e.g. L['self'].layers[0].weight or G['torch']; also the identity
+  // of a source (two sources with the same text read the same object).
   std::string to_string() const;
 
  private:

@@ -1,0 +1,780 @@
+// The eager backend: a per-node plan of resolved operators and prebuilt arguments, built once
+// from the graph and replayed through ATen's boxed dispatcher on every call.
+#include "dynvm/codegen/aten_executor.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/core/jit_type.h>
+#include <ATen/ScalarOps.h>
+#include <ATen/core/stack.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "dynvm/graph/graph_printer.h"
+#include "dynvm/graph/value_names.h"
+
+namespace dynvm::codegen {
+
+namespace {
+
+using graph::Argument;
+using graph::ValueKind;
+
+// Where a schema argument's IValue comes from when the node runs.
+enum class SourceKind : uint8_t {
+  kLiteral,             // a constant converted at build time
+  kSlot,                // a graph value
+  kTensorList,          // Tensor[] assembled from slots
+  kOptionalTensorList,  // Tensor?[] assembled from slots and Nones
+  kIntList,             // int[] / SymInt[] mixing literal ints and int values
+};
+
+struct ArgumentSource {
+  SourceKind kind = SourceKind::kLiteral;
+  int32_t slot = -1;  // kSlot
+  // List kinds: the items are list_items[items_begin, items_end).
+  uint32_t items_begin = 0;
+  uint32_t items_end = 0;
+  c10::IValue literal;  // kLiteral
+};
+
+// One item of a list assembled at run time: a slot, or (slot < 0) a literal int, or None
+// in a Tensor?[].
+struct ListItem {
+  int32_t slot = -1;
+  int64_t literal = 0;
+};
+
+struct Step {
+  // Empty for the grad-mode switch, which calls no operator.
+  std::optional<c10::OperatorHandle> op;
+  bool grad_enabled = true;  // the mode a switch sets
+  // The single Tensor[] return is spread into the node's outputs, one tensor each.
+  bool spread_list = false;
+  uint32_t args_begin = 0;
+  uint32_t args_end = 0;
+  // One slot per node output (-1: the output is never read, drop it).
+  uint32_t outputs_begin = 0;
+  uint32_t outputs_end = 0;
+  // Slots whose last use is this step.
+  uint32_t releases_begin = 0;
+  uint32_t releases_end = 0;
+};
+
+// Restores the grad mode found on construction, also when an operator throws.
+class GradModeRestorer {
+ public:
+  GradModeRestorer() : enabled_(c10::GradMode::is_enabled()) {}
+  ~GradModeRestorer() { c10::GradMode::set_enabled(enabled_); }
+  GradModeRestorer(const GradModeRestorer&) = delete;
+  GradModeRestorer& operator=(const GradModeRestorer&) = delete;
+
+ private:
+  bool enabled_;
+};
+
+c10::ScalarType to_scalar_type(graph::DType dtype) {
+  switch (dtype) {
+    case graph::DType::Bool:
+      return c10::ScalarType::Bool;
+    case graph::DType::UInt8:
+      return c10::ScalarType::Byte;
+    case graph::DType::Int8:
+      return c10::ScalarType::Char;
+    case graph::DType::Int16:
+      return c10::ScalarType::Short;
+    case graph::DType::Int32:
+      return c10::ScalarType::Int;
+    case graph::DType::Int64:
+      return c10::ScalarType::Long;
+    case graph::DType::Float16:
+      return c10::ScalarType::Half;
+    case graph::DType::BFloat16:
+      return c10::ScalarType::BFloat16;
+    case graph::DType::Float32:
+      return c10::ScalarType::Float;
+    case graph::DType::Float64:
+      return c10::ScalarType::Double;
+    case graph::DType::Complex64:
+      return c10::ScalarType::ComplexFloat;
+    case graph::DType::Complex128:
+      return c10::ScalarType::ComplexDouble;
+  }
+  return c10::ScalarType::Undefined;
+}
+
+c10::MemoryFormat to_memory_format(graph::MemoryFormat format) {
+  switch (format) {
+    case graph::MemoryFormat::Contiguous:
+      return c10::MemoryFormat::Contiguous;
+    case graph::MemoryFormat::Preserve:
+      return c10::MemoryFormat::Preserve;
+    case graph::MemoryFormat::ChannelsLast:
+      return c10::MemoryFormat::ChannelsLast;
+    case graph::MemoryFormat::ChannelsLast3d:
+      return c10::MemoryFormat::ChannelsLast3d;
+  }
+  return c10::MemoryFormat::Contiguous;
+}
+
+c10::Layout to_layout(graph::Layout layout) {
+  switch (layout) {
+    case graph::Layout::Strided:
+      return c10::kStrided;
+    case graph::Layout::SparseCoo:
+      return c10::kSparse;
+    case graph::Layout::SparseCsr:
+      return c10::kSparseCsr;
+    case graph::Layout::SparseCsc:
+      return c10::kSparseCsc;
+    case graph::Layout::SparseBsr:
+      return c10::kSparseBsr;
+    case graph::Layout::SparseBsc:
+      return c10::kSparseBsc;
+    case graph::Layout::Mkldnn:
+      return c10::kMkldnn;
+  }
+  return c10::kStrided;
+}
+
+c10::Device to_device(graph::Device device) {
+  c10::DeviceType type = c10::DeviceType::CPU;
+  switch (device.type) {
+    case graph::DeviceType::Cpu:
+      type = c10::DeviceType::CPU;
+      break;
+    case graph::DeviceType::Cuda:
+      type = c10::DeviceType::CUDA;
+      break;
+    case graph::DeviceType::Meta:
+      type = c10::DeviceType::Meta;
+      break;
+  }
+  return c10::Device(type, static_cast<c10::DeviceIndex>(device.index));
+}
+
+bool is_int_type(c10::TypeKind kind) {
+  return kind == c10::TypeKind::IntType || kind == c10::TypeKind::SymIntType;
+}
+
+// Whether a node output of `kind` can hold what a schema return of `type` gives.
+bool output_kind_matches(const c10::Type& type, ValueKind kind) {
+  switch (type.kind()) {
+    case c10::TypeKind::TensorType:
+      return kind == ValueKind::Tensor;
+    case c10::TypeKind::ListType:
+      return kind == ValueKind::TensorList &&
+             type.expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::TensorType;
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType:
+      return kind == ValueKind::Int;
+    case c10::TypeKind::FloatType:
+      return kind == ValueKind::Float;
+    case c10::TypeKind::BoolType:
+      return kind == ValueKind::Bool;
+    case c10::TypeKind::NumberType:
+      return kind == ValueKind::Int || kind == ValueKind::Float || kind == ValueKind::Bool;
+    default:
+      return false;
+  }
+}
+
+// Splits "aten::add.Tensor" into the operator name "aten::add" and the overload "Tensor".
+c10::OperatorName operator_name(const std::string& op) {
+  size_t colons = op.find("::");
+  size_t dot = op.find('.', colons == std::string::npos ? 0 : colons + 2);
+  if (dot == std::string::npos) return c10::OperatorName(op, "");
+  return c10::OperatorName(op.substr(0, dot), op.substr(dot + 1));
+}
+
+}  // namespace
+
+struct AtenExecutor::Plan {
+  std::vector<Step> steps;
+  std::vector<ArgumentSource> arguments;
+  std::vector<ListItem> list_items;
+  std::vector<int32_t> output_slots;
+  std::vector<int32_t> releases;
+  std::vector<int32_t> input_slots;  // per graph input: its slot, -1 when never read
+  std::vector<int32_t> graph_output_slots;
+  size_t num_slots = 0;
+  size_t max_stack = 0;
+};
+
+namespace {
+
+// Builds a Plan from a graph; the first problem found becomes the Error.
+class PlanBuilder {
+ public:
+  explicit PlanBuilder(const graph::Graph& graph) : graph_(graph), names_(graph) {}
+
+  Expected<std::unique_ptr<AtenExecutor::Plan>> build() {
+    plan_ = std::make_unique<AtenExecutor::Plan>();
+    slot_of_.assign(graph_.num_values(), -1);
+    last_use_.assign(graph_.num_values(), kUnused);
+
+    for (graph::Value* input : graph_.inputs()) {
+      if (input->kind() != ValueKind::Tensor) {
+        return make_error("graph input " + names_(input) + " is a " + to_text(input->type()) +
+                          "; the eager backend takes tensor inputs only");
+      }
+      slot_of_[input->id()] = new_slot();
+    }
+    int32_t index = 0;
+    for (const graph::Node* node : graph_.nodes()) {
+      node_ = node;
+      if (!add_step(index++)) return *error_;
+    }
+    node_ = nullptr;
+    for (graph::Value* output : graph_.outputs()) {
+      int32_t slot = slot_of_[output->id()];
+      if (slot < 0) {
+        return make_error("graph output " + names_(output) + " is not defined by a live node");
+      }
+      if (output->kind() != ValueKind::Tensor) {
+        return make_error("graph output " + names_(output) + " is a " + to_text(output->type()) +
+                          "; the eager backend returns tensors only");
+      }
+      last_use_[output->id()] = kGraphOutput;
+      plan_->graph_output_slots.push_back(slot);
+    }
+    plan_release_points();
+    plan_->num_slots = static_cast<size_t>(next_slot_);
+    return std::move(plan_);
+  }
+
+ private:
+  static constexpr int32_t kUnused = -1;
+  static constexpr int32_t kGraphOutput = -2;
+
+  int32_t new_slot() { return next_slot_++; }
+
+  bool fail(const std::string& why) {
+    if (!error_) {
+      std::string where = node_ ? "node `" + to_text(*node_, names_) + "`" : "the graph";
+      error_ = make_error("eager backend cannot run " + where + ": " + why);
+    }
+    return false;
+  }
+
+  bool add_step(int32_t index) {
+    Step step;
+    step.args_begin = static_cast<uint32_t>(plan_->arguments.size());
+    step.outputs_begin = static_cast<uint32_t>(plan_->output_slots.size());
+    bool ok = node_->op() == kSetGradEnabledOp ? add_grad_mode_switch(step)
+                                               : add_operator_call(step, index);
+    if (!ok) return false;
+    step.args_end = static_cast<uint32_t>(plan_->arguments.size());
+    step.outputs_end = static_cast<uint32_t>(plan_->output_slots.size());
+    plan_->steps.push_back(std::move(step));
+    return true;
+  }
+
+  bool add_grad_mode_switch(Step& step) {
+    const std::vector<Argument>& args = node_->args();
+    if (args.size() != 1 || !node_->kwargs().empty() || args[0].kind() != Argument::Kind::Bool) {
+      return fail(std::string(kSetGradEnabledOp) + " takes one literal bool");
+    }
+    if (node_->num_outputs() != 0) return fail(std::string(kSetGradEnabledOp) + " has no outputs");
+    step.grad_enabled = args[0].as_bool();
+    return true;
+  }
+
+  bool add_operator_call(Step& step, int32_t index) {
+    c10::OperatorName name = operator_name(node_->op());
+    std::optional<c10::OperatorHandle> op;
+    if (auto found = c10::Dispatcher::singleton().findSchema(name)) op = *found;
+    if (!op) return fail("unknown operator " + node_->op());
+    const c10::FunctionSchema& schema = op->schema();
+    if (schema.is_vararg()) return fail("operators taking varargs are not supported");
+    const std::vector<c10::Argument>& params = schema.arguments();
+    size_t num_positional = 0;
+    while (num_positional < params.size() && !params[num_positional].kwarg_only()) {
+      ++num_positional;
+    }
+    const std::vector<Argument>& args = node_->args();
+    if (args.size() > num_positional) {
+      return fail(node_->op() + " takes " + std::to_string(num_positional) +
+                  " positional argument(s), the node gives " + std::to_string(args.size()));
+    }
+    for (const graph::KeywordArgument& kwarg : node_->kwargs()) {
+      auto it = std::find_if(params.begin(), params.end(),
+                             [&](const c10::Argument& p) { return p.name() == kwarg.name; });
+      if (it == params.end()) {
+        return fail(node_->op() + " has no argument named '" + kwarg.name + "'");
+      }
+      if (static_cast<size_t>(it - params.begin()) < args.size()) {
+        return fail("argument '" + kwarg.name + "' is given both by position and by keyword");
+      }
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      const c10::Argument& param = params[i];
+      const Argument* given = i < args.size() ? &args[i] : node_->kwarg(param.name());
+      ArgumentSource source;
+      if (given) {
+        if (!convert(*given, *param.real_type(), param.N(), source, param.name())) return false;
+      } else if (param.default_value()) {
+        source.literal = *param.default_value();
+      } else {
+        return fail("argument '" + param.name() + "' of " + node_->op() + " is missing");
+      }
+      plan_->arguments.push_back(std::move(source));
+    }
+    for (const graph::Value* used : node_->input_values()) last_use_[used->id()] = index;
+    if (!plan_outputs(step, schema)) return false;
+    step.op = std::move(op);
+    plan_->max_stack = std::max({plan_->max_stack, params.size(), schema.returns().size()});
+    return true;
+  }
+
+  bool plan_outputs(Step& step, const c10::FunctionSchema& schema) {
+    const std::vector<c10::Argument>& returns = schema.returns();
+    const std::vector<graph::Value*>& outputs = node_->outputs();
+    bool returns_tensor_list =
+        returns.size() == 1 && returns[0].real_type()->kind() == c10::TypeKind::ListType &&
+        returns[0].real_type()->expectRef<c10::ListType>().getElementType()->kind() ==
+            c10::TypeKind::TensorType;
+    step.spread_list = returns_tensor_list &&
+                       !(outputs.size() == 1 && outputs[0]->kind() == ValueKind::TensorList);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      graph::Value* out = outputs[i];
+      if (step.spread_list) {
+        if (out->kind() != ValueKind::Tensor) {
+          return fail("output " + names_(out) + " of a Tensor[] spread into outputs must be a " +
+                      "Tensor, not " + to_text(out->type()));
+        }
+      } else if (i >= returns.size()) {
+        return fail("the node has " + std::to_string(outputs.size()) + " outputs, " + node_->op() +
+                    " returns " + std::to_string(returns.size()));
+      } else if (!output_kind_matches(*returns[i].real_type(), out->kind())) {
+        return fail("output " + names_(out) + " is a " + to_text(out->type()) + ", " + node_->op() +
+                    " returns " + returns[i].real_type()->str() + " there");
+      }
+      int32_t slot = new_slot();
+      slot_of_[out->id()] = slot;
+      plan_->output_slots.push_back(slot);
+    }
+    return true;
+  }
+
+  // --- converting one argument to what the schema type takes
+  bool cannot_take(const Argument& arg, const c10::Type& type, const std::string& param) {
+    return fail("argument '" + param + "' (" + type.str() + ") cannot take " +
+                to_text(arg, names_));
+  }
+
+  // A graph value read as-is; `expected` lists the value kinds the schema type accepts.
+  bool value_slot(const Argument& arg, std::initializer_list<ValueKind> expected,
+                  const c10::Type& type, const std::string& param, ArgumentSource& out) {
+    const graph::Value* value = arg.as_value();
+    if (std::find(expected.begin(), expected.end(), value->kind()) == expected.end()) {
+      return cannot_take(arg, type, param);
+    }
+    int32_t slot = slot_of_[value->id()];
+    if (slot < 0) return fail(names_(value) + " is used before it is defined");
+    out.kind = SourceKind::kSlot;
+    out.slot = slot;
+    return true;
+  }
+
+  bool convert(const Argument& arg, const c10::Type& type, c10::optional<int32_t> list_size,
+               ArgumentSource& out, const std::string& param) {
+    using Kind = Argument::Kind;
+    Kind kind = arg.kind();
+    switch (type.kind()) {
+      case c10::TypeKind::OptionalType:
+        if (kind == Kind::None) {
+          out.literal = c10::IValue();
+          return true;
+        }
+        return convert(arg, *type.expectRef<c10::OptionalType>().getElementType(), list_size, out,
+                       param);
+      case c10::TypeKind::TensorType:
+        if (kind == Kind::Value) return value_slot(arg, {ValueKind::Tensor}, type, param, out);
+        if (kind == Kind::Int || kind == Kind::Double || kind == Kind::Bool) {
+          // A Python number where the schema takes a tensor (x * 2): eager passes it as a
+          // 0-d "wrapped number" tensor, which type promotion treats like a scalar.
+          c10::Scalar s = kind == Kind::Int      ? c10::Scalar(arg.as_int())
+                          : kind == Kind::Double ? c10::Scalar(arg.as_double())
+                                                 : c10::Scalar(arg.as_bool());
+          at::Tensor wrapped = c10::scalar_to_tensor(s);
+          wrapped.unsafeGetTensorImpl()->set_wrapped_number(true);
+          out.literal = c10::IValue(std::move(wrapped));
+          return true;
+        }
+        break;
+      case c10::TypeKind::IntType:
+      case c10::TypeKind::SymIntType:
+        // Schemas may spell dtype/layout/memory-format arguments as int: ATen's own encoding.
+        if (kind == Kind::Int) {
+          out.literal = c10::IValue(arg.as_int());
+        } else if (kind == Kind::DType) {
+          out.literal = c10::IValue(static_cast<int64_t>(to_scalar_type(arg.as_dtype())));
+        } else if (kind == Kind::Layout) {
+          out.literal = c10::IValue(static_cast<int64_t>(to_layout(arg.as_layout())));
+        } else if (kind == Kind::MemoryFormat) {
+          out.literal = c10::IValue(static_cast<int64_t>(to_memory_format(arg.as_memory_format())));
+        } else if (kind == Kind::Value) {
+          return value_slot(arg, {ValueKind::Int}, type, param, out);
+        } else {
+          break;
+        }
+        return true;
+      case c10::TypeKind::FloatType:
+        if (kind == Kind::Double || kind == Kind::Int) {
+          out.literal =
+              c10::IValue(kind == Kind::Int ? static_cast<double>(arg.as_int()) : arg.as_double());
+          return true;
+        }
+        if (kind == Kind::Value) return value_slot(arg, {ValueKind::Float}, type, param, out);
+        break;
+      case c10::TypeKind::BoolType:
+        if (kind == Kind::Bool) {
+          out.literal = c10::IValue(arg.as_bool());
+          return true;
+        }
+        if (kind == Kind::Value) return value_slot(arg, {ValueKind::Bool}, type, param, out);
+        break;
+      case c10::TypeKind::NumberType:  // Scalar
+        if (kind == Kind::Int) {
+          out.literal = c10::IValue(arg.as_int());
+        } else if (kind == Kind::Double) {
+          out.literal = c10::IValue(arg.as_double());
+        } else if (kind == Kind::Bool) {
+          out.literal = c10::IValue(arg.as_bool());
+        } else if (kind == Kind::Value) {
+          return value_slot(arg, {ValueKind::Int, ValueKind::Float, ValueKind::Bool}, type, param,
+                            out);
+        } else {
+          break;
+        }
+        return true;
+      case c10::TypeKind::StringType:
+        if (kind == Kind::String) {
+          out.literal = c10::IValue(arg.as_string());
+          return true;
+        }
+        break;
+      case c10::TypeKind::ScalarTypeType:
+        if (kind == Kind::DType) {
+          out.literal = c10::IValue(to_scalar_type(arg.as_dtype()));
+          return true;
+        }
+        break;
+      case c10::TypeKind::LayoutType:
+        if (kind == Kind::Layout) {
+          out.literal = c10::IValue(to_layout(arg.as_layout()));
+          return true;
+        }
+        break;
+      case c10::TypeKind::MemoryFormatType:
+        if (kind == Kind::MemoryFormat) {
+          out.literal = c10::IValue(to_memory_format(arg.as_memory_format()));
+          return true;
+        }
+        break;
+      case c10::TypeKind::DeviceObjType:
+        if (kind == Kind::Device) {
+          out.literal = c10::IValue(to_device(arg.as_device()));
+          return true;
+        }
+        break;
+      case c10::TypeKind::ListType:
+        return convert_list(arg, type, list_size, out, param);
+      default:
+        return fail("argument '" + param + "' has type " + type.str() +
+                    ", which the eager backend does not support");
+    }
+    return cannot_take(arg, type, param);
+  }
+
+  // int[N] and bool[N] take a single item for all N, as Python's argument parser does.
+  static std::vector<Argument> list_items(const Argument& arg, c10::optional<int32_t> list_size) {
+    if (arg.is_list()) return arg.as_list();
+    return std::vector<Argument>(list_size ? static_cast<size_t>(*list_size) : 1, arg);
+  }
+
+  bool convert_list(const Argument& arg, const c10::Type& type, c10::optional<int32_t> list_size,
+                    ArgumentSource& out, const std::string& param) {
+    using Kind = Argument::Kind;
+    const c10::Type& element = *type.expectRef<c10::ListType>().getElementType();
+    c10::TypeKind element_kind = element.kind();
+
+    if (element_kind == c10::TypeKind::TensorType) {
+      if (arg.is_value()) return value_slot(arg, {ValueKind::TensorList}, type, param, out);
+      if (!arg.is_list()) return cannot_take(arg, type, param);
+      out.kind = SourceKind::kTensorList;
+      return add_list_items(arg, type, param, out, /*allow_none=*/false, ValueKind::Tensor);
+    }
+    if (element_kind == c10::TypeKind::OptionalType &&
+        element.expectRef<c10::OptionalType>().getElementType()->kind() ==
+            c10::TypeKind::TensorType) {
+      if (!arg.is_list()) return cannot_take(arg, type, param);
+      out.kind = SourceKind::kOptionalTensorList;
+      return add_list_items(arg, type, param, out, /*allow_none=*/true, ValueKind::Tensor);
+    }
+    if (arg.is_value()) return cannot_take(arg, type, param);
+    std::vector<Argument> items = list_items(arg, list_size);
+
+    if (is_int_type(element_kind)) {
+      bool has_values = std::any_of(items.begin(), items.end(),
+                                    [](const Argument& item) { return item.is_value(); });
+      if (has_values) {
+        out.kind = SourceKind::kIntList;
+        return add_list_items(Argument::list(items), type, param, out, /*allow_none=*/false,
+                              ValueKind::Int);
+      }
+      c10::List<int64_t> list;
+      list.reserve(items.size());
+      for (const Argument& item : items) {
+        if (item.kind() != Kind::Int) return cannot_take(arg, type, param);
+        list.push_back(item.as_int());
+      }
+      out.literal = c10::IValue(std::move(list));
+      return true;
+    }
+    if (element_kind == c10::TypeKind::FloatType) {
+      c10::List<double> list;
+      list.reserve(items.size());
+      for (const Argument& item : items) {
+        if (item.kind() == Kind::Double) {
+          list.push_back(item.as_double());
+        } else if (item.kind() == Kind::Int) {
+          list.push_back(static_cast<double>(item.as_int()));
+        } else {
+          return cannot_take(arg, type, param);
+        }
+      }
+      out.literal = c10::IValue(std::move(list));
+      return true;
+    }
+    if (element_kind == c10::TypeKind::BoolType) {
+      c10::List<bool> list;
+      list.reserve(items.size());
+      for (const Argument& item : items) {
+        if (item.kind() != Kind::Bool) return cannot_take(arg, type, param);
+        list.push_back(item.as_bool());
+      }
+      out.literal = c10::IValue(std::move(list));
+      return true;
+    }
+    if (element_kind == c10::TypeKind::StringType) {
+      c10::List<std::string> list;
+      list.reserve(items.size());
+      for (const Argument& item : items) {
+        if (item.kind() != Kind::String) return cannot_take(arg, type, param);
+        list.push_back(item.as_string());
+      }
+      out.literal = c10::IValue(std::move(list));
+      return true;
+    }
+    if (element_kind == c10::TypeKind::NumberType) {  // Scalar[]
+      c10::impl::GenericList list(c10::NumberType::get());
+      list.reserve(items.size());
+      for (const Argument& item : items) {
+        if (item.kind() == Kind::Int) {
+          list.push_back(c10::IValue(item.as_int()));
+        } else if (item.kind() == Kind::Double) {
+          list.push_back(c10::IValue(item.as_double()));
+        } else if (item.kind() == Kind::Bool) {
+          list.push_back(c10::IValue(item.as_bool()));
+        } else {
+          return cannot_take(arg, type, param);
+        }
+      }
+      out.literal = c10::IValue(std::move(list));
+      return true;
+    }
+    return fail("argument '" + param + "' has type " + type.str() +
+                ", which the eager backend does not support");
+  }
+
+  // Items of a list assembled at run time: values of `value_kind`, literal ints for int
+  // lists, None where `allow_none`.
+  bool add_list_items(const Argument& arg, const c10::Type& type, const std::string& param,
+                      ArgumentSource& out, bool allow_none, ValueKind value_kind) {
+    out.items_begin = static_cast<uint32_t>(plan_->list_items.size());
+    for (const Argument& item : arg.as_list()) {
+      ListItem entry;
+      if (item.is_value()) {
+        const graph::Value* value = item.as_value();
+        if (value->kind() != value_kind) return cannot_take(arg, type, param);
+        entry.slot = slot_of_[value->id()];
+        if (entry.slot < 0) return fail(names_(value) + " is used before it is defined");
+      } else if (item.is_none() && allow_none) {
+        entry.slot = -1;
+      } else if (item.kind() == Argument::Kind::Int && value_kind == ValueKind::Int) {
+        entry.literal = item.as_int();
+      } else {
+        return cannot_take(arg, type, param);
+      }
+      plan_->list_items.push_back(entry);
+    }
+    out.items_end = static_cast<uint32_t>(plan_->list_items.size());
+    return true;
+  }
+
+  // --- liveness: every slot is dropped right after the step that reads it last
+  void plan_release_points() {
+    std::vector<std::vector<int32_t>> releases(plan_->steps.size());
+    for (graph::Value* input : graph_.inputs()) {
+      int32_t last = last_use_[input->id()];
+      int32_t slot = slot_of_[input->id()];
+      plan_->input_slots.push_back(last == kUnused ? -1 : slot);
+      if (last >= 0) releases[static_cast<size_t>(last)].push_back(slot);
+    }
+    size_t step_index = 0;
+    for (const graph::Node* node : graph_.nodes()) {
+      Step& step = plan_->steps[step_index];
+      for (size_t i = 0; i < node->num_outputs(); ++i) {
+        const graph::Value* out = node->output(i);
+        int32_t last = last_use_[out->id()];
+        if (last == kUnused) {
+          plan_->output_slots[step.outputs_begin + i] = -1;
+        } else if (last >= 0) {
+          releases[static_cast<size_t>(last)].push_back(slot_of_[out->id()]);
+        }
+      }
+      ++step_index;
+    }
+    for (size_t i = 0; i < plan_->steps.size(); ++i) {
+      Step& step = plan_->steps[i];
+      step.releases_begin = static_cast<uint32_t>(plan_->releases.size());
+      plan_->releases.insert(plan_->releases.end(), releases[i].begin(), releases[i].end());
+      step.releases_end = static_cast<uint32_t>(plan_->releases.size());
+    }
+  }
+
+  const graph::Graph& graph_;
+  graph::ValueNames names_;
+  std::unique_ptr<AtenExecutor::Plan> plan_;
+  std::vector<int32_t> slot_of_;   // by value id
+  std::vector<int32_t> last_use_;  // by value id: step index, kUnused or kGraphOutput
+  int32_t next_slot_ = 0;
+  const graph::Node* node_ = nullptr;  // the node being planned, for error messages
+  std::optional<Error> error_;
+};
+
+}  // namespace
+
+AtenExecutor::AtenExecutor(std::unique_ptr<const Plan> plan) : plan_(std::move(plan)) {}
+
+AtenExecutor::~AtenExecutor() = default;
+
+Expected<std::unique_ptr<AtenExecutor>> AtenExecutor::build(const graph::Graph& graph) {
+  try {
+    Expected<std::unique_ptr<Plan>> plan = PlanBuilder(graph).build();
+    if (!plan) return plan.error();
+    return std::unique_ptr<AtenExecutor>(new AtenExecutor(std::move(plan).value()));
+  } catch (const c10::Error& error) {
+    // Not expected from schema lookups and literal conversions, but building a plan must
+    // never take the process down: the runtime falls back to eager instead.
+    return make_error(std::string("eager backend: ") + error.what_without_backtrace());
+  } catch (const std::exception& error) {
+    return make_error(std::string("eager backend: ") + error.what());
+  }
+}
+
+size_t AtenExecutor::num_inputs() const { return plan_->input_slots.size(); }
+size_t AtenExecutor::num_outputs() const { return plan_->graph_output_slots.size(); }
+size_t AtenExecutor::num_steps() const { return plan_->steps.size(); }
+
+std::vector<at::Tensor> AtenExecutor::run(const std::vector<at::Tensor>& inputs) const {
+  const Plan& plan = *plan_;
+  TORCH_CHECK(inputs.size() == plan.input_slots.size(), "the graph takes ", plan.input_slots.size(),
+              " input(s), got ", inputs.size());
+  std::vector<c10::IValue> slots(plan.num_slots);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (plan.input_slots[i] >= 0) slots[static_cast<size_t>(plan.input_slots[i])] = inputs[i];
+  }
+  GradModeRestorer restore_grad_mode;
+  torch::jit::Stack stack;
+  stack.reserve(plan.max_stack);
+  const ListItem* items = plan.list_items.data();
+
+  for (const Step& step : plan.steps) {
+    if (!step.op) {
+      c10::GradMode::set_enabled(step.grad_enabled);
+      continue;
+    }
+    stack.clear();
+    for (uint32_t a = step.args_begin; a < step.args_end; ++a) {
+      const ArgumentSource& source = plan.arguments[a];
+      switch (source.kind) {
+        case SourceKind::kLiteral:
+          stack.push_back(source.literal);
+          break;
+        case SourceKind::kSlot:
+          stack.push_back(slots[static_cast<size_t>(source.slot)]);
+          break;
+        case SourceKind::kTensorList: {
+          c10::List<at::Tensor> list;
+          list.reserve(source.items_end - source.items_begin);
+          for (uint32_t i = source.items_begin; i < source.items_end; ++i) {
+            list.push_back(slots[static_cast<size_t>(items[i].slot)].toTensor());
+          }
+          stack.emplace_back(std::move(list));
+          break;
+        }
+        case SourceKind::kOptionalTensorList: {
+          c10::List<c10::optional<at::Tensor>> list;
+          list.reserve(source.items_end - source.items_begin);
+          for (uint32_t i = source.items_begin; i < source.items_end; ++i) {
+            if (items[i].slot < 0) {
+              list.push_back(c10::nullopt);
+            } else {
+              list.push_back(slots[static_cast<size_t>(items[i].slot)].toTensor());
+            }
+          }
+          stack.emplace_back(std::move(list));
+          break;
+        }
+        case SourceKind::kIntList: {
+          c10::List<int64_t> list;
+          list.reserve(source.items_end - source.items_begin);
+          for (uint32_t i = source.items_begin; i < source.items_end; ++i) {
+            list.push_back(items[i].slot < 0 ? items[i].literal
+                                             : slots[static_cast<size_t>(items[i].slot)].toInt());
+          }
+          stack.emplace_back(std::move(list));
+          break;
+        }
+      }
+    }
+    step.op->callBoxed(&stack);
+
+    uint32_t num_outputs = step.outputs_end - step.outputs_begin;
+    if (step.spread_list) {
+      c10::List<at::Tensor> list = std::move(stack[0]).toTensorList();
+      TORCH_CHECK(list.size() == num_outputs, step.op->schema().name(), " returned ", list.size(),
+                  " tensors where the graph expects ", num_outputs);
+      for (uint32_t i = 0; i < num_outputs; ++i) {
+        int32_t slot = plan.output_slots[step.outputs_begin + i];
+        if (slot >= 0) slots[static_cast<size_t>(slot)] = list.get(i);
+      }
+    } else {
+      for (uint32_t i = 0; i < num_outputs; ++i) {
+        int32_t slot = plan.output_slots[step.outputs_begin + i];
+        if (slot >= 0) slots[static_cast<size_t>(slot)] = std::move(stack[i]);
+      }
+    }
+    for (uint32_t r = step.releases_begin; r < step.releases_end; ++r) {
+      slots[static_cast<size_t>(plan.releases[r])] = c10::IValue();
+    }
+  }
+
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(plan.graph_output_slots.size());
+  for (int32_t slot : plan.graph_output_slots) {
+    outputs.push_back(slots[static_cast<size_t>(slot)].toTensor());
+  }
+  return outputs;
+}
+
+}  // namespace dynvm::codegen

@@ -1,0 +1,52 @@
+// What the graph may assume about an operator from its name alone: whether it writes
+// its inputs, draws random numbers, or returns a view of an input.
+//
+// Rules (docs/graph_ir.md has the full list): a base name ending in one '_' is in-place
+// ("aten::add_.Tensor"); an overload "out", "*_out", "out_*", "Out*", "grad_input" or
+// "output" is an out variant; everything else comes from one table in op_properties.cpp.
+// Operators outside the aten and prims namespaces are opaque and assumed to do anything.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace dynvm::graph {
+
+// "aten::add_.Tensor" → {"aten", "add_", "Tensor"}; the overload is empty when absent.
+struct OpName {
+  std::string_view ns;
+  std::string_view base;
+  std::string_view overload;
+};
+
+// Splits ns::base[.overload]; nullopt when `op` is not of that shape.
+std::optional<OpName> parse_op_name(std::string_view op);
+
+// How an operator's outputs may share storage with its inputs.
+enum class AliasKind : uint8_t {
+  None,      // outputs are fresh tensors
+  View,      // outputs are views of the (first) tensor input: aten::view, aten::t
+  MayAlias,  // outputs may be the input or a view of it: aten::reshape, aten::contiguous
+};
+
+struct OpProperties {
+  bool known_namespace = true;  // aten:: or prims::
+  bool in_place = false;        // writes its first argument and returns it
+  bool out_variant = false;     // writes the tensors passed as keyword arguments
+  bool mutates = false;         // writes some input (in place, out variant, or known to)
+  bool random = false;          // draws from the random number generator
+  bool effectful = false;       // observable without its outputs (asserts, stream events)
+  AliasKind alias = AliasKind::None;
+
+  // Must run even when none of its outputs is used.
+  bool has_side_effects() const { return mutates || random || effectful; }
+  // Safe to drop, duplicate or merge: same inputs, same result, nothing else touched.
+  bool is_pure() const { return !has_side_effects() && known_namespace; }
+  bool is_view() const { return alias == AliasKind::View; }
+  bool may_alias_input() const { return alias != AliasKind::None; }
+};
+
+OpProperties op_properties(std::string_view op);
+
+}  // namespace dynvm::graph

@@ -1,0 +1,22 @@
+// `dynvm --version`: the version of dynvm and of the CPython it embeds.
+#include <Python.h>
+
+#include <cstdio>
+#include <string>
+
+#include "commands.h"
+#include "dynvm/version.h"
+
+namespace dynvm::cli {
+
+int run_version_command() {
+  // Py_GetVersion() may be called before the interpreter starts; its first word is
+  // the version number ("3.11.2 (main, ...) [GCC ...]").
+  std::string python_version = Py_GetVersion();
+  python_version = python_version.substr(0, python_version.find(' '));
+  std::printf("dynvm %s (Python %s, %s)\n", DYNVM_VERSION_STRING, python_version.c_str(),
+              DYNVM_PYTHON_EXECUTABLE);
+  return 0;
+}
+
+}  // namespace dynvm::cli

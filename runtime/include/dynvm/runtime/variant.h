@@ -1,0 +1,46 @@
+// Variant: one compiled version of a function — its guards, and either the executor
+// that replays its graph or the note that this path breaks and runs eagerly.
+#pragma once
+
+#include <Python.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dynvm/support/expected.h"
+#include "dynvm/support/py_ref.h"
+#include "dynvm/vm/guard_eval.h"
+#include "dynvm/vm/trace.h"
+
+namespace dynvm::codegen {
+class AtenExecutor;
+}
+
+namespace dynvm::runtime {
+
+class Variant {
+ public:
+  // Prepares the trace for execution (an Error when the backend cannot run its graph).
+  static Expected<std::unique_ptr<Variant>> build(vm::Trace trace);
+  ~Variant();
+
+  bool guards_hold(const vm::FrameInputs& inputs, vm::GuardFailure* why = nullptr) const {
+    return vm::guards_hold(trace_.guards, inputs, why);
+  }
+  // Runs the graph on this call's inputs and rebuilds the return value: a new
+  // reference, or nullptr with a Python error set.
+  PyObject* run(const vm::FrameInputs& inputs) const;
+
+  bool breaks() const { return trace_.graph_break.has_value(); }
+  const vm::Trace& trace() const { return trace_; }
+
+ private:
+  explicit Variant(vm::Trace trace);
+  vm::Trace trace_;
+  std::unique_ptr<codegen::AtenExecutor> executor_;
+  vm::SourceTable input_sources_;
+  std::vector<int> input_slots_;  // per graph input: its slot in input_sources_, or -1
+};
+
+}  // namespace dynvm::runtime

@@ -1,0 +1,117 @@
+"""The hooks the dynvm executable calls around `dynvm run`. Nothing here writes to stdout."""
+
+import atexit
+import dataclasses
+import os
+import sys
+import time
+
+# Imported now, while sys.path does not yet hold the script's directory, so a
+# json.py next to the user's script cannot replace the one the report needs.
+from dynvm import config, report, stats
+
+REPORT_FORMATS = ("text", "json", "none")
+
+
+@dataclasses.dataclass
+class RunSettings:
+    """The validated options of one `dynvm run`. Paths are absolute."""
+
+    script: str
+    args: list
+    include: list
+    exclude: list
+    report: str
+    report_file: object  # str with report == "json", else None
+    compile: bool
+    backend: str
+    mode: str
+    graphs_dir: object  # str or None
+    pid: int
+    started: float
+
+
+_current_run = None
+
+
+def current_run():
+    """The RunSettings of the `dynvm run` of this process, or None."""
+    return _current_run
+
+
+def _absolute(path):
+    return None if path is None else os.path.abspath(path)
+
+
+def settings_from_options(options):
+    """Validates the options the executable parsed; raises ValueError on a bad value."""
+    report_format = options.get("report", "text")
+    if report_format not in REPORT_FORMATS:
+        raise ValueError(
+            f"unknown report format {report_format!r}; valid formats: text, json FILE, none"
+        )
+    report_file = options.get("report_file")
+    if report_format == "json" and not report_file:
+        raise ValueError("'--report json' needs a FILE to write the report to")
+    if report_format == "json":
+        report_dir = os.path.dirname(os.path.abspath(report_file))
+        if not os.path.isdir(report_dir):
+            raise ValueError(
+                f"cannot write the report to {report_file}: {report_dir} is not a directory"
+            )
+    backend = options.get("backend")
+    return RunSettings(
+        script=os.path.abspath(options["script"]),
+        args=list(options.get("args", [])),
+        include=list(options.get("include", [])),
+        exclude=list(options.get("exclude", [])),
+        report=report_format,
+        report_file=_absolute(report_file) if report_format == "json" else None,
+        compile=bool(options.get("compile", True)),
+        backend=config.check_backend(config.DEFAULT_BACKEND if backend is None else backend),
+        mode=config.check_mode(options.get("mode")),
+        graphs_dir=_absolute(options.get("graphs_dir")),
+        pid=os.getpid(),
+        started=time.perf_counter(),
+    )
+
+
+def begin_run(options):
+    """Called by `dynvm run` after the interpreter started, before the script runs.
+
+    `options` is a dict: script, args, include, exclude, report ("text", "json",
+    "none"), report_file, compile, backend, mode, graphs_dir. Registers the report with
+    atexit, so it is given at finalization however the script ends (SystemExit too).
+    """
+    global _current_run
+    run = settings_from_options(options)
+    config.enabled_logs()  # validates DYNVM_LOGS before the script starts
+    _current_run = run
+    atexit.register(_end_run, run)
+
+
+def _end_run(run):
+    if os.getpid() != run.pid:
+        return  # a forked child exiting normally: the parent reports
+    if run.report == "none":
+        return
+    result = report.build(run, stats.current(), time.perf_counter() - run.started)
+    err = sys.__stderr__
+    if run.report == "json":
+        try:
+            report.write_json(result, run.report_file)
+        except OSError as error:
+            _write(err, f"dynvm: could not write the report to {run.report_file}: {error}\n")
+        return
+    _write(err, report.format_text(result))
+
+
+def _write(stream, text):
+    # stderr may be gone at exit (closed or set to None by the script).
+    if stream is None:
+        return
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):
+        pass

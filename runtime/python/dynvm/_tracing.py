@@ -1,0 +1,115 @@
+"""Runs torch callables on fake tensors during tracing and records the ATen operators
+they reach, for the VM (vm/torch_bridge.cpp) to turn into graph nodes.
+
+The VM is C++; it calls into this module with the GIL held. Fake tensors carry dtype,
+device, sizes, strides and requires_grad and compute shapes through the dispatcher's
+Meta kernels, so tracing touches no data. A recording dispatch mode sits on top of the
+fake mode and sees every operator as autograd hands it to the backends.
+"""
+import inspect
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+try:  # torch >= 2.0
+    from torch.func import functional_call as _functional_call
+except ImportError:  # torch 1.13
+    from torch.nn.utils.stateless import functional_call as _functional_call
+
+from torch._subclasses import fake_tensor as _fake_tensor
+
+# Exceptions that mean "this needs real data": the VM turns them into graph breaks.
+DATA_DEPENDENT = tuple(
+    getattr(_fake_tensor, name)
+    for name in ("DataDependentOutputException", "DynamicOutputShapeException",
+                 "UnsupportedFakeTensorException")
+    if hasattr(_fake_tensor, name))
+
+
+def _make_fake_mode():
+    params = inspect.signature(FakeTensorMode.__init__).parameters
+    kwargs = {}
+    if "throw_on_data_dependent_ops" in params:
+        kwargs["throw_on_data_dependent_ops"] = True
+    if "allow_non_fake_inputs" in params:
+        kwargs["allow_non_fake_inputs"] = False
+    if "static_shapes" in params:
+        kwargs["static_shapes"] = True
+    return FakeTensorMode(**kwargs)
+
+
+def _qualified_name(func):
+    schema = func._schema
+    return schema.name + ("." + schema.overload_name if schema.overload_name else "")
+
+
+class _Recorder(TorchDispatchMode):
+    """Appends (operator name, schema, args, kwargs, out) for every top-level op."""
+
+    def __init__(self, records):
+        super().__init__()
+        self.records = records
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        self.records.append((func, args, kwargs, out))
+        return out
+
+
+def _is_tensor(x):
+    return isinstance(x, torch.Tensor)
+
+
+class TraceSession:
+    """State of one trace: the fake mode and the operators recorded so far."""
+
+    def __init__(self):
+        self.fake_mode = _make_fake_mode()
+        self.records = []
+
+    def fake_from_real(self, tensor):
+        return self.fake_mode.from_tensor(tensor)
+
+    def call(self, fn, args, kwargs, grad_enabled):
+        """Calls fn(*args, **kwargs) on fake tensors; returns (result, new records)."""
+        start = len(self.records)
+        with torch.set_grad_enabled(grad_enabled):
+            with self.fake_mode, _Recorder(self.records):
+                result = fn(*args, **kwargs)
+        return result, self._take(start)
+
+    def call_module(self, module, fake_state, args, kwargs, grad_enabled):
+        """Calls a leaf nn.Module with its parameters and buffers replaced by fakes."""
+        start = len(self.records)
+        with torch.set_grad_enabled(grad_enabled):
+            with self.fake_mode, _Recorder(self.records):
+                result = _functional_call(module, fake_state, tuple(args), kwargs)
+        return result, self._take(start)
+
+    def _take(self, start):
+        """The records from `start` on, as (name, [(arg name, kwarg-only, value)],
+        [outputs]) with tensors left as fake tensor objects for the VM to map."""
+        out = []
+        for func, args, kwargs, result in self.records[start:]:
+            schema = func._schema
+            bound = []
+            for i, a in enumerate(schema.arguments):
+                if i < len(args):
+                    bound.append((a.name, a.kwarg_only, args[i]))
+                elif a.name in kwargs:
+                    bound.append((a.name, a.kwarg_only, kwargs[a.name]))
+            if isinstance(result, (tuple, list)):
+                outputs = list(result)
+            else:
+                outputs = [result]
+            if not any(_is_tensor(o) for o in outputs) and not _mutates(schema):
+                continue  # a pure query such as prim::device: nothing to run
+            out.append((_qualified_name(func), bound, outputs))
+        del self.records[start:]
+        return out
+
+
+def _mutates(schema):
+    return any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)

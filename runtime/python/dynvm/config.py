@@ -1,0 +1,82 @@
+"""dynvm's settings: the valid backend, mode and log names, and the DYNVM_* variables."""
+
+import os
+
+BACKENDS = ("eager", "dynvm")
+MODES = ("default", "reduce-overhead", "max-autotune")
+LOG_NAMES = ("graph", "guards", "breaks", "recompiles", "kernels", "perf")
+
+DEFAULT_BACKEND = "dynvm"
+DEFAULT_MODE = "default"
+
+_TRUE_WORDS = ("1", "true", "yes", "on")
+_FALSE_WORDS = ("", "0", "false", "no", "off")
+
+
+def _quoted(names):
+    return ", ".join(repr(name) for name in names)
+
+
+def check_backend(backend):
+    """Returns `backend` if it names a backend; raises otherwise."""
+    if not isinstance(backend, str):
+        raise TypeError(
+            f"backend must be a backend name ({_quoted(BACKENDS)}), "
+            f"got {type(backend).__name__}"
+        )
+    if backend not in BACKENDS:
+        raise ValueError(
+            f"unknown backend {backend!r}; valid backends: {_quoted(BACKENDS)}"
+        )
+    return backend
+
+
+def check_mode(mode):
+    """Returns the mode `mode` names (None means the default); raises otherwise."""
+    if mode is None:
+        return DEFAULT_MODE
+    if not isinstance(mode, str):
+        raise TypeError(
+            f"mode must be a mode name ({_quoted(MODES)}), got {type(mode).__name__}"
+        )
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; valid modes: {_quoted(MODES)}")
+    return mode
+
+
+def parse_disable(text):
+    """Parses a DYNVM_DISABLE value: 1/true/yes/on or 0/false/no/off (or empty)."""
+    word = text.strip().lower()
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    raise ValueError(
+        f"DYNVM_DISABLE: cannot read {text!r} as a switch; "
+        f"use one of {_quoted(_TRUE_WORDS)} or {_quoted(_FALSE_WORDS[1:])}"
+    )
+
+
+def parse_logs(text):
+    """Parses a DYNVM_LOGS value, comma-separated log names, into a frozenset."""
+    names = [name.strip() for name in text.split(",")]
+    names = [name for name in names if name]
+    unknown = [name for name in names if name not in LOG_NAMES]
+    if unknown:
+        raise ValueError(
+            f"DYNVM_LOGS: unknown log name {unknown[0]!r}; "
+            f"valid names: {', '.join(LOG_NAMES)}"
+        )
+    return frozenset(names)
+
+
+def disabled(environ=None):
+    """True when DYNVM_DISABLE turns dynvm off: compile() then returns its input."""
+    environ = os.environ if environ is None else environ
+    return parse_disable(environ.get("DYNVM_DISABLE", ""))
+
+
+def enabled_logs(environ=None):
+    """The log names DYNVM_LOGS turns on, as a frozenset."""
+    environ = os.environ if environ is None else environ
+    return parse_logs(environ.get("DYNVM_LOGS", ""))

@@ -1,0 +1,71 @@
+"""The report `dynvm run` gives at exit: what was compiled, where it broke, and time spent."""
+
+import json
+import os
+
+from dynvm import _C, backends, config
+
+
+def compile_status(compile_requested, backend):
+    """One sentence saying whether compilation happened, and if not, why."""
+    if not compile_requested:
+        return "compilation was turned off by --no-compile; the script ran in plain CPython"
+    if config.disabled():
+        return "compilation was turned off by DYNVM_DISABLE; the script ran in plain CPython"
+    reason = backends.unavailable_reason(backend)
+    if reason is not None:
+        return (
+            f"compilation is not available in this build: {reason}; "
+            "the script ran in plain CPython"
+        )
+    return "compiled"
+
+
+def build(run, stats, time_running_s):
+    """The report as a JSON-ready dict. `run` is the _cli.RunSettings of this run."""
+    return {
+        "dynvm_version": _C.__version__,
+        "script": run.script,
+        "backend": run.backend,
+        "mode": run.mode,
+        "status": compile_status(run.compile, run.backend),
+        "frames_compiled": stats.frames_compiled,
+        "graphs": list(stats.graphs),
+        "graph_breaks": list(stats.graph_breaks),
+        "recompiles": list(stats.recompiles),
+        "cache_hits": stats.cache_hits,
+        "time_tracing_s": stats.time_tracing_s,
+        "time_running_s": time_running_s,
+    }
+
+
+def _where(event):
+    return f"{event.get('filename', '?')}:{event.get('lineno', '?')}"
+
+
+def format_text(report):
+    """The report as lines for stderr, each starting with "dynvm: "."""
+    lines = [
+        f"run report for {os.path.basename(report['script'])}",
+        f"  {report['frames_compiled']} frames compiled, {len(report['graphs'])} graphs, "
+        f"{len(report['graph_breaks'])} graph breaks, {len(report['recompiles'])} "
+        f"recompiles, {report['cache_hits']} cache hits",
+    ]
+    if report["status"] != "compiled":
+        lines.append(f"  nothing was compiled: {report['status']}")
+    for event in report["graph_breaks"]:
+        lines.append(f"  graph break at {_where(event)}: {event.get('reason', '')}")
+    for event in report["recompiles"]:
+        lines.append(f"  recompiled at {_where(event)}: {event.get('reason', '')}")
+    lines.append(
+        f"  time: {report['time_tracing_s']:.3f} s tracing, "
+        f"{report['time_running_s']:.3f} s running"
+    )
+    return "".join(f"dynvm: {line}\n" for line in lines)
+
+
+def write_json(report, path):
+    """Writes the report to `path` as JSON."""
+    with open(path, "w", encoding="utf-8") as out:
+        json.dump(report, out, indent=2)
+        out.write("\n")

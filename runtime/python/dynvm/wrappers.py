@@ -1,0 +1,145 @@
+"""The objects dynvm.compile returns: a compiled function and a compiled nn.Module."""
+
+import dataclasses
+import functools
+import sys
+import types
+
+from dynvm import _C, backends
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileOptions:
+    """The validated arguments of one dynvm.compile call."""
+
+    backend: str
+    mode: str
+    fullgraph: bool
+    dynamic: object  # None, True or False
+
+
+def is_module(obj):
+    """True for a torch.nn.Module; never imports torch (a module implies torch is loaded)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.nn.Module)
+
+
+class CompiledFunction:
+    """A callable compiled by dynvm.compile; calling it runs its compiled variants."""
+
+    def __init__(self, fn, options):
+        self._orig_fn = fn
+        self._options = options
+        self._native = None
+        self._bound_self = ()
+        functools.update_wrapper(self, fn, updated=())
+
+    @property
+    def options(self):
+        return self._options
+
+    def native(self):
+        """The dynvm._C.CompiledFunction behind this callable, made on first use."""
+        if self._native is None:
+            backends.check_available(self._options.backend)
+            target = self._orig_fn
+            if isinstance(target, types.MethodType):
+                self._bound_self = (target.__self__,)
+                target = target.__func__
+            if not isinstance(target, types.FunctionType):
+                call = getattr(type(target), "__call__", None)
+                if not isinstance(call, types.FunctionType):
+                    raise TypeError(
+                        f"dynvm.compile: cannot compile {target!r}: it is not a Python "
+                        "function, a method or an object with a Python __call__"
+                    )
+                self._bound_self = (target,)
+                target = call
+            self._native = _C.CompiledFunction(
+                target, self._options.backend, self._options.fullgraph
+            )
+        return self._native
+
+    def __call__(self, *args, **kwargs):
+        native = self.native()
+        return native(*self._bound_self, *args, **kwargs)
+
+    def explain_call(self, args, kwargs):
+        """What dynvm makes of one call: the native explain() dictionary."""
+        native = self.native()
+        return native.explain((*self._bound_self, *args), kwargs or None)
+
+    def __get__(self, instance, owner=None):
+        # Lets @dynvm.compile decorate methods: binds like a plain function would.
+        if instance is None:
+            return self
+        return types.MethodType(self, instance)
+
+    def __repr__(self):
+        return f"<dynvm compiled {self._orig_fn!r} backend={self._options.backend!r}>"
+
+
+_compiled_module_class = None
+
+
+def compiled_module_class():
+    """The nn.Module subclass wrapping compiled modules, made on first use (imports torch)."""
+    global _compiled_module_class
+    if _compiled_module_class is None:
+        import torch
+
+        class CompiledModule(torch.nn.Module):
+            """An nn.Module whose calls go through dynvm; attributes are the original's.
+
+            The original module is the submodule `_orig_mod`, so parameters, train() and
+            eval() reach it; attribute reads the wrapper does not have fall through to it.
+            """
+
+            def __init__(self, module, options):
+                super().__init__()
+                self._orig_mod = module
+                # Calls the original module the way user code would, so its hooks and
+                # forward are what the VM traces (hooks make it break).
+                self._compiled_call = CompiledFunction(_module_caller(module), options)
+
+            def forward(self, *args, **kwargs):
+                return self._compiled_call(*args, **kwargs)
+
+            def __getattr__(self, name):
+                # Reached only when normal lookup failed. Reads __dict__ directly so a
+                # half-built instance (copy, pickle) raises instead of recursing.
+                modules = self.__dict__.get("_modules")
+                if modules is None or "_orig_mod" not in modules:
+                    raise AttributeError(name)
+                original = modules["_orig_mod"]
+                if name == "_orig_mod":
+                    return original
+                return getattr(original, name)
+
+        _compiled_module_class = CompiledModule
+    return _compiled_module_class
+
+
+def _module_caller(module):
+    """A function calling `module`, for the VM to trace: module(*args, **kwargs)."""
+
+    def call_module(*args, **kwargs):
+        return module(*args, **kwargs)
+
+    return call_module
+
+
+def disabled_function(fn):
+    """A wrapper of `fn` that dynvm never compiles and that always runs `fn` plainly."""
+
+    @functools.wraps(fn)
+    def run_plainly(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    run_plainly._dynvm_disabled = True
+    return run_plainly
+
+
+def is_disabled(obj):
+    """True for what dynvm.disable returned (or marked)."""
+    return getattr(obj, "_dynvm_disabled", False) is True

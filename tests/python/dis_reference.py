@@ -1,0 +1,114 @@
+"""What CPython's own `dis` says about a code object, in the JSON shape of
+`dynvm dis --json`: the reference for the parity tests and for the fixtures made on
+other Python versions (tests/data/dis_fixtures/generate.py)."""
+import dis
+import opcode
+import re
+import sys
+import types
+
+# Standard-library modules whose every code object the parity tests compare.
+MODULES = [
+    "argparse", "ast", "bisect", "calendar", "collections", "contextlib", "copy", "csv",
+    "dataclasses", "datetime", "difflib", "enum", "fnmatch", "fractions", "functools",
+    "heapq", "inspect", "json.decoder", "json.encoder", "logging", "pathlib", "pickle",
+    "pprint", "random", "shutil", "statistics", "string", "textwrap", "threading",
+    "tokenize", "traceback", "typing", "uuid", "warnings", "zipfile", "asyncio.base_events",
+    "email.message", "http.client", "unittest.case", "_pydecimal",
+]
+
+
+def code_objects(code):
+    """Depth-first, the module first, nested code objects in co_consts order."""
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from code_objects(const)
+
+
+def describe(code):
+    """One code object as `dynvm dis --json` prints it."""
+    instructions = []
+    for ins in dis.get_instructions(code):
+        line = ins.positions.lineno if ins.positions is not None else None
+        instructions.append({
+            "offset": ins.offset,
+            "opname": ins.opname,
+            "arg": ins.arg,
+            "argval": ins.argrepr,
+            "line": line,
+        })
+    table = [
+        {"start": e.start, "end": e.end, "target": e.target, "depth": e.depth,
+         "lasti": bool(e.lasti)}
+        for e in dis._parse_exception_table(code)
+    ]
+    return {"qualname": code.co_qualname, "firstlineno": code.co_firstlineno,
+            "instructions": instructions, "exception_table": table}
+
+
+def describe_all(code):
+    return [describe(c) for c in code_objects(code)]
+
+
+def opcode_dump():
+    """The opcode module's tables and dis.stack_effect for every opcode and arg."""
+    fields = ["opname", "opmap", "hasconst", "hasname", "hasjrel", "hasjabs", "haslocal",
+              "hasfree", "hascompare", "cmp_op", "_nb_ops", "_inline_cache_entries",
+              "_specializations", "_intrinsic_1_descs", "_intrinsic_2_descs", "hasarg",
+              "HAVE_ARGUMENT", "EXTENDED_ARG", "_specialized_instructions"]
+    out = {"version": list(sys.version_info[:3])}
+    for f in fields:
+        if hasattr(opcode, f):
+            v = getattr(opcode, f)
+            out[f] = sorted(v) if isinstance(v, (set, frozenset)) else v
+    effects = {}
+    for name, op in opcode.opmap.items():
+        rows = []
+        for arg in range(0, 301):
+            if op < opcode.HAVE_ARGUMENT and arg:
+                break
+            row = []
+            for jump in (None, True, False):
+                try:
+                    if op < opcode.HAVE_ARGUMENT:
+                        row.append(dis.stack_effect(op, jump=jump))
+                    else:
+                        row.append(dis.stack_effect(op, arg, jump=jump))
+                except ValueError:
+                    row.append(None)
+            rows.append(row)
+        effects[name] = rows
+    out["stack_effect"] = effects
+    return out
+
+
+_CODE_ADDRESS = re.compile(r"<code object (\S+) at 0x[0-9a-f]+,")
+
+
+def normalize(listing):
+    """Replaces the addresses in code-object reprs, which differ from run to run."""
+    for code in listing:
+        for ins in code["instructions"]:
+            if isinstance(ins["argval"], str) and "<code object" in ins["argval"]:
+                ins["argval"] = _CODE_ADDRESS.sub(r"<code object \1 at 0x?,", ins["argval"])
+    return listing
+
+
+def first_difference(ours, theirs):
+    """A readable description of where two listings first differ, or None."""
+    if len(ours) != len(theirs):
+        return "%d code objects, CPython has %d" % (len(ours), len(theirs))
+    for a, b in zip(ours, theirs):
+        where = "%s (line %s)" % (b["qualname"], b["firstlineno"])
+        for key in ("qualname", "firstlineno", "exception_table"):
+            if a.get(key) != b.get(key):
+                return "%s: %s differs:\n  ours:    %r\n  CPython: %r" % (
+                    where, key, a.get(key), b.get(key))
+        ia, ib = a["instructions"], b["instructions"]
+        for x, y in zip(ia, ib):
+            if x != y:
+                return "%s: instruction differs:\n  ours:    %r\n  CPython: %r" % (where, x, y)
+        if len(ia) != len(ib):
+            return "%s: %d instructions, CPython has %d" % (where, len(ia), len(ib))
+    return None

@@ -1,0 +1,4 @@
+"""Copies stdin to stdout in upper case."""
+import sys
+
+sys.stdout.write(sys.stdin.read().upper())

@@ -1,0 +1,419 @@
+"""The dynvm Python API: compile, explain, reset, disable and the DYNVM_* variables."""
+
+import inspect
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import dynvm
+from dynvm import config, stats
+
+MISSING_VM = "the bytecode VM (vm/)"
+MISSING_CODEGEN = "code generation (codegen/)"
+
+
+def run_python(code, **env_vars):
+    """Runs `code` in a fresh Python with the DYNVM_* variables given; returns the result."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DYNVM_")}
+    env.update(env_vars)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def add(x, y):
+    """Adds."""
+    return x + y
+
+
+# --- the package -------------------------------------------------------------------------
+
+
+def test_version_comes_from_the_build():
+    assert dynvm.__version__ == dynvm._C.__version__
+    build_dir = os.environ.get("DYNVM_BUILD_DIR")
+    if not build_dir:
+        pytest.fail("DYNVM_BUILD_DIR must name the build directory (CTest sets it)")
+    header = (pathlib.Path(build_dir) / "generated" / "dynvm" / "version.h").read_text()
+    assert f'#define DYNVM_VERSION_STRING "{dynvm.__version__}"' in header
+
+
+def test_import_does_not_import_torch():
+    result = run_python("import sys, dynvm; print('torch' in sys.modules)")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "False\n"
+
+
+def test_public_names():
+    for name in ("compile", "explain", "reset", "disable", "__version__"):
+        assert name in dynvm.__all__
+        assert hasattr(dynvm, name)
+
+
+# --- compile -----------------------------------------------------------------------------
+
+
+def test_compile_signature_is_torch_compiles():
+    parameters = inspect.signature(dynvm.compile).parameters
+    assert list(parameters) == ["fn_or_module", "backend", "mode", "fullgraph", "dynamic"]
+    kinds = {name: p.kind for name, p in parameters.items()}
+    assert kinds["fn_or_module"] == inspect.Parameter.POSITIONAL_OR_KEYWORD
+    for name in ("backend", "mode", "fullgraph", "dynamic"):
+        assert kinds[name] == inspect.Parameter.KEYWORD_ONLY
+    defaults = {name: p.default for name, p in parameters.items()}
+    assert defaults == {
+        "fn_or_module": None,
+        "backend": "dynvm",
+        "mode": "default",
+        "fullgraph": False,
+        "dynamic": None,
+    }
+
+
+def test_calling_a_compiled_function_raises_naming_what_is_missing():
+    calls = []
+
+    def body(x):
+        calls.append(x)
+        return x
+
+    compiled = dynvm.compile(body)
+    with pytest.raises(NotImplementedError) as raised:
+        compiled(1)
+    message = str(raised.value)
+    assert "backend 'dynvm'" in message
+    assert MISSING_VM in message and MISSING_CODEGEN in message
+    assert "does not have yet" in message
+    assert calls == []  # never ran eagerly behind the user's back
+
+
+def test_eager_backend_needs_only_the_vm():
+    with pytest.raises(NotImplementedError) as raised:
+        dynvm.compile(add, backend="eager")(1, 2)
+    message = str(raised.value)
+    assert "backend 'eager'" in message and MISSING_VM in message
+    assert MISSING_CODEGEN not in message
+
+
+def test_decorator_without_arguments():
+    @dynvm.compile
+    def double(x):
+        """Doubles."""
+        return 2 * x
+
+    assert callable(double)
+    assert double.__name__ == "double"
+    assert double.__doc__ == "Doubles."
+    assert double.__wrapped__(4) == 8  # the original is reachable and untouched
+    assert double.options.backend == "dynvm"
+    with pytest.raises(NotImplementedError):
+        double(4)
+
+
+@pytest.mark.parametrize(
+    "kwargs, backend, mode",
+    [
+        ({}, "dynvm", "default"),
+        ({"backend": "eager"}, "eager", "default"),
+        ({"mode": "reduce-overhead"}, "dynvm", "reduce-overhead"),
+        ({"backend": "dynvm", "mode": "max-autotune", "fullgraph": True, "dynamic": False},
+         "dynvm", "max-autotune"),
+    ],
+)
+def test_decorator_with_arguments(kwargs, backend, mode):
+    @dynvm.compile(**kwargs)
+    def triple(x):
+        return 3 * x
+
+    assert triple.__name__ == "triple"
+    assert triple.options.backend == backend
+    assert triple.options.mode == mode
+    assert triple.options.fullgraph == kwargs.get("fullgraph", False)
+    with pytest.raises(NotImplementedError, match=f"backend '{backend}'"):
+        triple(1)
+
+
+def test_compiled_method_binds_like_a_function():
+    class Scaler:
+        @dynvm.compile(backend="eager")
+        def scale(self, x):
+            return x
+
+    # Binding works (no TypeError about arguments); the call reaches the backend.
+    with pytest.raises(NotImplementedError, match="backend 'eager'"):
+        Scaler().scale(2)
+
+
+def test_compiling_again_replaces_the_options():
+    once = dynvm.compile(add, backend="eager")
+    twice = dynvm.compile(once, backend="dynvm")
+    assert twice.__wrapped__ is add
+    assert twice.options.backend == "dynvm"
+
+
+def test_unknown_backend_names_the_valid_ones():
+    with pytest.raises(ValueError, match=r"unknown backend 'inductor'.*'eager', 'dynvm'"):
+        dynvm.compile(add, backend="inductor")
+    with pytest.raises(ValueError, match="unknown backend"):
+        dynvm.compile(backend="inductor")  # decorator form validates at once
+    with pytest.raises(TypeError, match="backend must be a backend name"):
+        dynvm.compile(add, backend=lambda gm, inputs: gm)
+
+
+def test_unknown_mode_names_the_valid_ones():
+    with pytest.raises(
+        ValueError,
+        match=r"unknown mode 'fast'.*'default', 'reduce-overhead', 'max-autotune'",
+    ):
+        dynvm.compile(add, mode="fast")
+
+
+def test_non_callable_is_a_type_error():
+    with pytest.raises(TypeError, match="dynvm.compile expects a function or an nn.Module"):
+        dynvm.compile(42)
+    with pytest.raises(TypeError, match="got str"):
+        dynvm.compile(backend="eager")("not a function")
+
+
+def test_flag_arguments_are_checked():
+    with pytest.raises(TypeError, match="fullgraph"):
+        dynvm.compile(add, fullgraph="yes")
+    with pytest.raises(TypeError, match="dynamic"):
+        dynvm.compile(add, dynamic="sometimes")
+
+
+# --- modules -----------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def torch():
+    return pytest.importorskip("torch")
+
+
+def make_module(torch):
+    class Scale(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(3, 4)
+            self.factor = 2.5
+
+        def forward(self, x):
+            return self.linear(x) * self.factor
+
+        def describe(self):
+            return f"scale by {self.factor}"
+
+    return Scale()
+
+
+def test_compiled_module_forwards_attributes_to_the_original(torch):
+    original = make_module(torch)
+    compiled = dynvm.compile(original)
+    assert isinstance(compiled, torch.nn.Module)
+    assert compiled is not original
+    assert compiled._orig_mod is original
+    assert compiled.factor == 2.5
+    assert compiled.linear is original.linear
+    assert compiled.describe() == "scale by 2.5"
+    original.factor = 4.0
+    assert compiled.factor == 4.0
+    params = {id(p) for p in compiled.parameters()}
+    assert params == {id(p) for p in original.parameters()}
+    with pytest.raises(AttributeError):
+        compiled.no_such_attribute  # noqa: B018
+
+
+def test_compiled_module_train_and_eval_reach_the_original(torch):
+    original = make_module(torch)
+    compiled = dynvm.compile(original)
+    compiled.eval()
+    assert original.training is False
+    compiled.train()
+    assert original.training is True
+
+
+def test_calling_a_compiled_module_raises_naming_what_is_missing(torch):
+    original = make_module(torch)
+    compiled = dynvm.compile(original, backend="eager")
+    with pytest.raises(NotImplementedError, match=re.escape(MISSING_VM)):
+        compiled(torch.ones(2, 3))
+    with pytest.raises(NotImplementedError, match="backend 'eager'"):
+        compiled.forward(torch.ones(2, 3))
+
+
+def test_compiling_a_compiled_module_wraps_the_original(torch):
+    original = make_module(torch)
+    again = dynvm.compile(dynvm.compile(original), backend="eager")
+    assert again._orig_mod is original
+
+
+# --- explain -----------------------------------------------------------------------------
+
+
+def test_explain_raises_naming_the_vm():
+    explained = dynvm.explain(add)
+    assert callable(explained)
+    with pytest.raises(NotImplementedError) as raised:
+        explained(1, y=2)
+    assert "dynvm.explain" in str(raised.value)
+    assert MISSING_VM in str(raised.value)
+
+
+def test_explain_rejects_non_callables():
+    with pytest.raises(TypeError, match="dynvm.explain expects"):
+        dynvm.explain(None)
+
+
+# --- disable -----------------------------------------------------------------------------
+
+
+def test_disabled_function_runs_plainly_and_is_never_compiled():
+    plain = dynvm.disable(add)
+    assert plain(2, 3) == 5
+    assert plain.__name__ == "add"
+    compiled = dynvm.compile(plain)
+    assert compiled is plain
+    assert compiled(2, 3) == 5
+
+
+def test_disable_as_a_decorator():
+    @dynvm.disable
+    def one():
+        return 1
+
+    @dynvm.disable()
+    def two():
+        return 2
+
+    assert dynvm.compile(one)() == 1
+    assert dynvm.compile(backend="eager")(two)() == 2
+
+
+def test_explain_of_a_disabled_function_reports_nothing():
+    output = dynvm.explain(dynvm.disable(add))(1, 2)
+    assert output.graph_count == 0
+    assert output.graph_break_count == 0
+    assert output.break_reasons == []
+    assert output.ops_per_graph == []
+    assert output.guards == []
+    assert "dynvm.disable" in output.note
+
+
+def test_disabled_module_is_never_compiled(torch):
+    module = dynvm.disable(make_module(torch))
+    assert dynvm.compile(module) is module
+    assert module(torch.ones(1, 3)).shape == (1, 4)
+
+
+def test_disable_rejects_non_callables():
+    with pytest.raises(TypeError, match="dynvm.disable expects"):
+        dynvm.disable(3)
+
+
+def test_dynvm_disable_returns_functions_and_modules_unchanged():
+    result = run_python(
+        """
+        import dynvm, torch
+
+        def f(x):
+            return x + 1
+
+        assert dynvm.compile(f) is f
+        assert dynvm.compile(backend="eager")(f) is f
+        module = torch.nn.Linear(2, 2)
+        assert dynvm.compile(module) is module
+        print(dynvm.compile(f)(41))
+        out = dynvm.explain(f)(1)
+        print(out.graph_count, out.graph_break_count, out.break_reasons, out.ops_per_graph,
+              out.guards)
+        print(out.note)
+        """,
+        DYNVM_DISABLE="1",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "42"
+    assert lines[1] == "0 0 [] [] []"
+    assert "DYNVM_DISABLE" in lines[2]
+
+
+def test_dynvm_disable_off_still_compiles():
+    result = run_python(
+        """
+        import dynvm
+        f = dynvm.compile(lambda: 1)
+        try:
+            f()
+        except NotImplementedError as error:
+            print("NotImplementedError:", error)
+        """,
+        DYNVM_DISABLE="0",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("NotImplementedError: dynvm: backend 'dynvm' needs")
+
+
+def test_dynvm_disable_with_a_bad_value_fails_at_import():
+    result = run_python("import dynvm", DYNVM_DISABLE="perhaps")
+    assert result.returncode == 1
+    assert "ValueError: DYNVM_DISABLE: cannot read 'perhaps'" in result.stderr
+
+
+# --- DYNVM_LOGS --------------------------------------------------------------------------
+
+
+def test_dynvm_logs_are_parsed():
+    result = run_python(
+        "import dynvm.config as c; print(sorted(c.enabled_logs()))",
+        DYNVM_LOGS=" graph, guards ,,perf",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "['graph', 'guards', 'perf']\n"
+
+
+def test_unknown_dynvm_logs_name_fails_at_import_listing_valid_names():
+    result = run_python("import dynvm", DYNVM_LOGS="graph,kernel")
+    assert result.returncode == 1
+    assert (
+        "ValueError: DYNVM_LOGS: unknown log name 'kernel'; "
+        "valid names: graph, guards, breaks, recompiles, kernels, perf"
+    ) in result.stderr
+
+
+def test_every_documented_log_name_is_valid():
+    names = "graph,guards,breaks,recompiles,kernels,perf"
+    assert config.parse_logs(names) == frozenset(names.split(","))
+    assert config.parse_logs("") == frozenset()
+    with pytest.raises(ValueError, match="unknown log name 'all'"):
+        config.parse_logs("all")
+
+
+# --- reset -------------------------------------------------------------------------------
+
+
+def test_reset_clears_the_counters():
+    counters = stats.current()
+    counters.frames_compiled = 3
+    counters.cache_hits = 7
+    counters.graphs.append({"name": "g0"})
+    counters.graph_breaks.append({"reason": "r", "filename": "f.py", "lineno": 1})
+    counters.time_tracing_s = 1.5
+    assert dynvm.reset() is None
+    assert stats.current() is counters  # cleared in place
+    assert counters == stats.CompileStats()
+
+
+def test_compiled_functions_behave_the_same_after_reset():
+    compiled = dynvm.compile(add)
+    dynvm.reset()
+    with pytest.raises(NotImplementedError, match="backend 'dynvm'"):
+        compiled(1, 2)

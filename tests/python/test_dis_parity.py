@@ -1,0 +1,71 @@
+"""dynvm's frontend against CPython's own dis, instruction by instruction and entry by
+entry of the exception tables, for every code object of 40 standard-library modules:
+on 3.11 through the live path (a PyCodeObject) and the .pyc path (dynvm's marshal
+reader), and on 3.12 through the .pyc fixtures made on a 3.12 machine."""
+import gzip
+import importlib.util
+import json
+import os
+import pathlib
+import py_compile
+import subprocess
+import sys
+
+import pytest
+
+import dis_reference
+import dynvm._C as native
+
+DATA = pathlib.Path(__file__).resolve().parent.parent / "data"
+DYNVM = os.environ.get("DYNVM_EXE", "dynvm")
+HERE_VERSION = "py%d%d" % sys.version_info[:2]
+
+
+def cpython_listing(module):
+    src = importlib.util.find_spec(module).origin
+    code = compile(pathlib.Path(src).read_bytes(), module.replace(".", "/") + ".py", "exec")
+    return code, dis_reference.normalize(dis_reference.describe_all(code))
+
+
+def assert_same(ours, theirs, what):
+    diff = dis_reference.first_difference(dis_reference.normalize(ours), theirs)
+    assert diff is None, "%s: %s" % (what, diff)
+
+
+@pytest.mark.parametrize("module", dis_reference.MODULES)
+def test_live_code_matches_dis(module):
+    code, theirs = cpython_listing(module)
+    ours = json.loads(native.dis_json(code))
+    assert_same(ours, theirs, module)
+
+
+@pytest.mark.parametrize("module", dis_reference.MODULES)
+def test_pyc_matches_dis(module, tmp_path):
+    src = importlib.util.find_spec(module).origin
+    pyc = tmp_path / (module + ".pyc")
+    py_compile.compile(src, cfile=str(pyc), dfile=module.replace(".", "/") + ".py",
+                       doraise=True)
+    # The reference: what CPython says of the very code object the .pyc holds.
+    import marshal
+    theirs = dis_reference.normalize(
+        dis_reference.describe_all(marshal.loads(pyc.read_bytes()[16:])))
+    out = subprocess.run([DYNVM, "dis", "--json", str(pyc)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert_same(json.loads(out.stdout), theirs, module)
+
+
+FIXTURES_312 = sorted((DATA / "py312" / "pyc").glob("*.pyc"))
+
+
+@pytest.mark.parametrize("pyc", FIXTURES_312, ids=[p.stem for p in FIXTURES_312])
+def test_py312_fixture_matches_dis(pyc):
+    expected = json.loads(gzip.decompress((DATA / "py312" / "dis" / (pyc.stem + ".json.gz"))
+                                          .read_bytes()))
+    out = subprocess.run([DYNVM, "dis", "--json", str(pyc)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert_same(json.loads(out.stdout), dis_reference.normalize(expected), pyc.name)
+
+
+def test_enough_modules_checked():
+    assert len(dis_reference.MODULES) >= 40
+    assert len(FIXTURES_312) >= 20

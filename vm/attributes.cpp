@@ -1,0 +1,244 @@
+// Attribute reads in the VM: tensors, nn.Modules (parameters, buffers, submodules read
+// from their dicts), plain objects, classes, Python modules, containers and super().
+#include <string>
+#include <utility>
+
+#include "inline_frame.h"
+#include "known_objects.h"
+#include "trace_context.h"
+
+namespace dynvm::vm {
+
+namespace {
+
+const KnownObjects& known() { return *KnownObjects::get(); }
+
+ValuePtr bound_method(ValuePtr self, ValuePtr function) {
+  auto m = std::make_shared<TracedValue>();
+  m->kind = TracedValue::Kind::BoundMethod;
+  m->self_value = std::move(self);
+  m->function = std::move(function);
+  return m;
+}
+
+// The attribute `name` found in the MRO of `type`, with the index of the class that
+// defines it; borrowed, nullptr when absent.
+PyObject* lookup_in_mro(PyTypeObject* type, const std::string& name, Py_ssize_t start,
+                        Py_ssize_t* where) {
+  PyObject* mro = type->tp_mro;  // borrowed tuple
+  PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
+  for (Py_ssize_t i = start; mro != nullptr && i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* base = PyTuple_GET_ITEM(mro, i);
+    PyObject* dict = reinterpret_cast<PyTypeObject*>(base)->tp_dict;
+    if (dict == nullptr) continue;
+    PyObject* found = PyDict_GetItemWithError(dict, key.get());
+    if (found != nullptr) {
+      if (where) *where = i;
+      return found;
+    }
+    PyErr_Clear();
+  }
+  return nullptr;
+}
+
+ValuePtr tensor_attribute(TraceContext& ctx, const ValuePtr& tensor, const std::string& name) {
+  if (name == "grad" || name == "_base" || name == "grad_fn" || name == "_version" ||
+      name == "data") {
+    unsupported("reading Tensor." + name + " while tracing");
+  }
+  auto* tensor_type = reinterpret_cast<PyTypeObject*>(known().tensor_type.get());
+  PyObject* descr = lookup_in_mro(tensor_type, name, 0, nullptr);
+  if (descr == nullptr) unsupported("unknown tensor attribute " + name);
+  if (PyFunction_Check(descr) || Py_TYPE(descr) == &PyMethodDescr_Type ||
+      Py_TYPE(descr) == &PyWrapperDescr_Type || PyCFunction_Check(descr)) {
+    return bound_method(tensor, TracedValue::object(PyRef::borrow(descr)));
+  }
+  if (name == "__class__") {
+    return TracedValue::object(tensor->tensor_type ? tensor->tensor_type : known().tensor_type);
+  }
+  // A property or getset (shape, dtype, T, ...): evaluated on the fake tensor.
+  PyObject* getattr_fn = PyDict_GetItemString(known().builtins.get(), "getattr");  // borrowed
+  ValuePtr name_value = TracedValue::constant(PyRef::steal(PyUnicode_FromString(name.c_str())));
+  return ctx.bridge->call(getattr_fn, {tensor, name_value}, {});
+}
+
+ValuePtr module_attribute(TraceContext& ctx, const ValuePtr& module_value,
+                          const std::string& name) {
+  PyObject* module = module_value->py();
+  const SourcePtr& src = module_value->source;
+  if (!src) unsupported("attribute of an nn.Module with no source");
+  PyRef dict = PyRef::steal(PyObject_GenericGetDict(module, nullptr));
+  if (!dict) unsupported_from_python_error("module __dict__");
+  Py_ssize_t where = 0;
+  PyObject* class_attr = lookup_in_mro(Py_TYPE(module), name, 0, &where);
+  // Data descriptors on the class win over the instance dict.
+  if (class_attr != nullptr && PyObject_TypeCheck(class_attr, &PyProperty_Type)) {
+    PyRef fget = PyRef::steal(PyObject_GetAttrString(class_attr, "fget"));
+    if (!fget || !PyFunction_Check(fget.get())) unsupported("property " + name);
+    ValuePtr fget_value = ctx.wrap(
+        fget.get(), Source::attr(Source::attr(Source::attr(src, "__class__"), name), "fget"));
+    return inline_function(ctx, fget_value, {module_value}, {});
+  }
+  PyObject* found = PyDict_GetItemString(dict.get(), name.c_str());  // borrowed
+  if (found != nullptr) return ctx.wrap(found, Source::attr(src, name));
+  struct Member {
+    const char* dict_name;
+    Source::Kind kind;
+  };
+  for (Member m : {Member{"_parameters", Source::Kind::ModuleParam},
+                   Member{"_buffers", Source::Kind::ModuleBuffer},
+                   Member{"_modules", Source::Kind::ModuleChild}}) {
+    PyObject* members = PyDict_GetItemString(dict.get(), m.dict_name);  // borrowed
+    if (members == nullptr) continue;
+    PyObject* member = PyDict_GetItemString(members, name.c_str());  // borrowed
+    if (member != nullptr) {
+      if (member == Py_None) {
+        // An optional parameter/buffer set to None (bias=False).
+        return ctx.wrap(member, Source::module_member(m.kind, src, name));
+      }
+      return ctx.wrap(member, Source::module_member(m.kind, src, name));
+    }
+  }
+  if (class_attr != nullptr) {
+    SourcePtr class_src = Source::attr(Source::attr(src, "__class__"), name);
+    if (PyFunction_Check(class_attr)) {
+      return bound_method(module_value, ctx.wrap(class_attr, class_src));
+    }
+    if (Py_TYPE(class_attr) == &PyStaticMethod_Type) {
+      PyObject* fn = PyObject_GetAttrString(class_attr, "__func__");
+      PyRef fn_ref = PyRef::steal(fn);
+      return ctx.wrap(fn, class_src);
+    }
+    return ctx.wrap(class_attr, Source::attr(src, name));
+  }
+  unsupported("'" + std::string(Py_TYPE(module)->tp_name) + "' object has no attribute '" + name +
+              "'");
+}
+
+ValuePtr object_attribute(TraceContext& ctx, const ValuePtr& obj_value, const std::string& name) {
+  PyObject* obj = obj_value->py();
+  const SourcePtr& src = obj_value->source;
+  if (is_module(obj)) return module_attribute(ctx, obj_value, name);
+  if (PyModule_Check(obj) || PyType_Check(obj)) {
+    if (PyType_Check(obj)) {
+      Py_ssize_t where = 0;
+      PyObject* raw = lookup_in_mro(reinterpret_cast<PyTypeObject*>(obj), name, 0, &where);
+      if (raw != nullptr && Py_TYPE(raw) == &PyClassMethod_Type) {
+        PyRef fn = PyRef::steal(PyObject_GetAttrString(raw, "__func__"));
+        if (!src) unsupported("classmethod of a class with no source");
+        ValuePtr f = ctx.wrap(fn.get(), Source::attr(Source::attr(src, name), "__func__"));
+        return bound_method(obj_value, f);
+      }
+    }
+    PyRef value = PyRef::steal(PyObject_GetAttrString(obj, name.c_str()));
+    if (!value) unsupported_from_python_error("attribute " + name);
+    if (!src) return TracedValue::object(value);
+    return ctx.wrap(value.get(), Source::attr(src, name));
+  }
+  PyTypeObject* type = Py_TYPE(obj);
+  Py_ssize_t where = 0;
+  PyObject* class_attr = lookup_in_mro(type, name, 0, &where);
+  if (class_attr != nullptr && PyObject_TypeCheck(class_attr, &PyProperty_Type)) {
+    PyRef fget = PyRef::steal(PyObject_GetAttrString(class_attr, "fget"));
+    if (!fget || !PyFunction_Check(fget.get()) || !src) unsupported("property " + name);
+    ValuePtr fget_value = ctx.wrap(
+        fget.get(), Source::attr(Source::attr(Source::attr(src, "__class__"), name), "fget"));
+    return inline_function(ctx, fget_value, {obj_value}, {});
+  }
+  // Plain instance attribute.
+  PyObject** dictptr = _PyObject_GetDictPtr(obj);
+  if (dictptr != nullptr && *dictptr != nullptr) {
+    PyObject* found = PyDict_GetItemString(*dictptr, name.c_str());  // borrowed
+    if (found != nullptr) {
+      if (!src) return TracedValue::object(PyRef::borrow(found));
+      return ctx.wrap(found, Source::attr(src, name));
+    }
+  } else if (type->tp_flags & Py_TPFLAGS_MANAGED_DICT) {
+    PyRef value = PyRef::steal(PyObject_GenericGetAttr(obj, PyUnicode_FromString(name.c_str())));
+    if (value && (class_attr == nullptr || !PyFunction_Check(class_attr))) {
+      if (!src) return TracedValue::object(value);
+      return ctx.wrap(value.get(), Source::attr(src, name));
+    }
+    PyErr_Clear();
+  }
+  if (class_attr != nullptr) {
+    if (PyFunction_Check(class_attr)) {
+      if (!src) unsupported("method of an object with no source");
+      return bound_method(obj_value,
+                          ctx.wrap(class_attr, Source::attr(Source::attr(src, "__class__"), name)));
+    }
+    if (Py_TYPE(class_attr) == &PyStaticMethod_Type) {
+      PyRef fn = PyRef::steal(PyObject_GetAttrString(class_attr, "__func__"));
+      if (!src) unsupported("static method of an object with no source");
+      return ctx.wrap(fn.get(), Source::attr(Source::attr(src, "__class__"), name));
+    }
+  }
+  // Builtin objects (dtypes, devices, functions): read concretely.
+  PyRef value = PyRef::steal(PyObject_GetAttrString(obj, name.c_str()));
+  if (!value) unsupported_from_python_error("attribute " + name);
+  if (!src) return TracedValue::constant(value);
+  return ctx.wrap(value.get(), Source::attr(src, name));
+}
+
+ValuePtr super_attribute(TraceContext& ctx, const ValuePtr& sup, const std::string& name) {
+  PyObject* cls = sup->items[0]->py();
+  const ValuePtr& self = sup->items[1];
+  PyObject* self_obj = self->py();
+  if (cls == nullptr || !PyType_Check(cls) || self_obj == nullptr || !self->source) {
+    unsupported("super() over a " + self->describe());
+  }
+  PyTypeObject* type = Py_TYPE(self_obj);
+  PyObject* mro = type->tp_mro;
+  Py_ssize_t start = -1;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    if (PyTuple_GET_ITEM(mro, i) == cls) start = i + 1;
+  }
+  if (start < 0) unsupported("super(): class not in the MRO");
+  Py_ssize_t where = 0;
+  PyObject* found = lookup_in_mro(type, name, start, &where);
+  if (found == nullptr) unsupported("super() has no attribute " + name);
+  SourcePtr src = Source::attr(
+      Source::item(Source::attr(Source::attr(self->source, "__class__"), "__mro__"), where), name);
+  if (PyFunction_Check(found)) return bound_method(self, ctx.wrap(found, src));
+  return ctx.wrap(found, src);
+}
+
+}  // namespace
+
+ValuePtr load_attribute(TraceContext& ctx, const ValuePtr& object, const std::string& name) {
+  switch (object->kind) {
+    case TracedValue::Kind::Tensor:
+      return tensor_attribute(ctx, object, name);
+    case TracedValue::Kind::Object:
+      return object_attribute(ctx, object, name);
+    case TracedValue::Kind::Super:
+      return super_attribute(ctx, object, name);
+    case TracedValue::Kind::Constant:
+    case TracedValue::Kind::Range: {
+      PyRef value = PyRef::steal(PyObject_GetAttrString(object->py(), name.c_str()));
+      if (!value) unsupported_from_python_error("attribute " + name);
+      if (PyCFunction_Check(value.get())) return TracedValue::object(value);
+      return TracedValue::constant(value);
+    }
+    case TracedValue::Kind::Tuple:
+    case TracedValue::Kind::List:
+    case TracedValue::Kind::Dict: {
+      if (object->is(TracedValue::Kind::Tuple) && object->obj && !object->is_size) {
+        // A named tuple (torch.return_types.max, a user namedtuple): fields by name.
+        PyRef value = PyRef::steal(PyObject_GetAttrString(object->obj.get(), name.c_str()));
+        if (value && !PyCallable_Check(value.get())) {
+          for (const ValuePtr& item : object->items) {
+            if (item->obj.get() == value.get()) return item;
+          }
+        }
+        PyErr_Clear();
+      }
+      return bound_method(object,
+                          TracedValue::constant(PyRef::steal(PyUnicode_FromString(name.c_str()))));
+    }
+    default:
+      unsupported("attribute '" + name + "' of a " + object->describe());
+  }
+}
+
+}  // namespace dynvm::vm

@@ -1,0 +1,791 @@
+// Calls in the VM: inlining user functions and nn.Module.forward, handing torch
+// callables to the bridge, and the builtins the VM evaluates itself.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "inline_frame.h"
+#include "known_objects.h"
+#include "trace_context.h"
+
+namespace dynvm::vm {
+
+namespace {
+
+const KnownObjects& known() { return *KnownObjects::get(); }
+
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.compare(0, std::strlen(prefix), prefix) == 0;
+}
+
+ValuePtr none_value() { return TracedValue::constant(PyRef::borrow(Py_None)); }
+ValuePtr bool_value(bool b) { return TracedValue::constant(PyRef::borrow(b ? Py_True : Py_False)); }
+ValuePtr int_value(long long v) {
+  return TracedValue::constant(PyRef::steal(PyLong_FromLongLong(v)));
+}
+
+// Torch functions that change global state or do I/O: never run during tracing.
+bool is_denied_torch(const std::string& module, const std::string& name) {
+  static const char* kModules[] = {"torch.random",  "torch.serialization", "torch.autograd",
+                                   "torch.cuda",    "torch.distributed",   "torch.utils",
+                                   "torch.jit",     "torch.hub",           "torch.multiprocessing",
+                                   "torch.optim",   "torch._dynamo",       "torch.backends",
+                                   "torch.testing", "torch.profiler"};
+  for (const char* m : kModules) {
+    if (module == m || starts_with(module, (std::string(m) + ".").c_str())) return true;
+  }
+  static const char* kNames[] = {"set_default_dtype",
+                                 "set_default_tensor_type",
+                                 "set_printoptions",
+                                 "manual_seed",
+                                 "seed",
+                                 "initial_seed",
+                                 "set_rng_state",
+                                 "get_rng_state",
+                                 "use_deterministic_algorithms",
+                                 "set_num_threads",
+                                 "compile",
+                                 "save",
+                                 "load",
+                                 "set_warn_always",
+                                 "set_flush_denormal",
+                                 "set_anomaly_enabled"};
+  for (const char* n : kNames) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+std::string name_of(PyObject* callable) {
+  PyRef name = PyRef::steal(PyObject_GetAttrString(callable, "__qualname__"));
+  if (!name) {
+    PyErr_Clear();
+    name = PyRef::steal(PyObject_GetAttrString(callable, "__name__"));
+  }
+  if (!name || !PyUnicode_Check(name.get())) {
+    PyErr_Clear();
+    return Py_TYPE(callable)->tp_name;
+  }
+  return PyUnicode_AsUTF8(name.get());
+}
+
+// A torch callable the bridge runs on fake tensors as one opaque call.
+bool is_torch_callable(PyObject* callable) {
+  if (Py_TYPE(callable) == &PyMethodDescr_Type || Py_TYPE(callable) == &PyWrapperDescr_Type) {
+    PyObject* objclass =
+        reinterpret_cast<PyDescrObject*>(callable)->d_type
+            ? reinterpret_cast<PyObject*>(reinterpret_cast<PyDescrObject*>(callable)->d_type)
+            : nullptr;
+    return objclass != nullptr &&
+           PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(objclass),
+                            reinterpret_cast<PyTypeObject*>(known().tensor_base_type.get()));
+  }
+  std::string module = module_name_of(callable);
+  if (module != "torch" && !starts_with(module, "torch.")) return false;
+  if (starts_with(module, "torch.nn.modules")) return false;  // inlined
+  return !is_denied_torch(module, name_of(callable));
+}
+
+bool all_concrete(const std::vector<ValuePtr>& args, const KwArgs& kwargs) {
+  for (const auto& a : args) {
+    if (!concrete_object(a)) return false;
+  }
+  for (const auto& kv : kwargs) {
+    if (!concrete_object(kv.second)) return false;
+  }
+  return true;
+}
+
+// Wraps the result of a concrete call as a traced value with no source.
+ValuePtr from_concrete(PyObject* result) {  // borrowed
+  if (PyTuple_CheckExact(result) || PyList_CheckExact(result)) {
+    std::vector<ValuePtr> items;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(result); ++i) {
+      items.push_back(from_concrete(PySequence_Fast_GET_ITEM(result, i)));
+    }
+    if (PyTuple_CheckExact(result)) return TracedValue::tuple(std::move(items));
+    return TracedValue::list(std::move(items), true);
+  }
+  if (PyRange_Check(result)) {
+    auto r = std::make_shared<TracedValue>();
+    r->kind = TracedValue::Kind::Range;
+    r->obj = PyRef::borrow(result);
+    return r;
+  }
+  if (PyModule_Check(result) || PyType_Check(result) || PyCallable_Check(result)) {
+    return TracedValue::object(PyRef::borrow(result));
+  }
+  return TracedValue::constant(PyRef::borrow(result));
+}
+
+// Calls a pure function on concrete arguments.
+ValuePtr call_concrete(PyObject* callable, const std::vector<ValuePtr>& args,
+                       const KwArgs& kwargs) {
+  PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), concrete_object(args[i]).release());
+  }
+  PyRef kw;
+  if (!kwargs.empty()) {
+    kw = PyRef::steal(PyDict_New());
+    for (const auto& [name, value] : kwargs) {
+      PyDict_SetItemString(kw.get(), name.c_str(), concrete_object(value).get());
+    }
+  }
+  PyRef result = PyRef::steal(PyObject_Call(callable, tuple.get(), kw.get()));
+  if (!result) unsupported_from_python_error("calling " + name_of(callable));
+  return from_concrete(result.get());
+}
+
+bool is_pure_module(const std::string& module) {
+  return module == "math" || module == "cmath" || module == "operator" || module == "_operator";
+}
+
+// Immutable builtin objects whose methods are pure (str.join, int.bit_length, ...).
+bool is_immutable_constant(PyObject* o) {
+  return o != nullptr &&
+         (PyUnicode_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyBytes_Check(o) ||
+          PyTuple_Check(o) || PyComplex_Check(o) || PyFrozenSet_Check(o));
+}
+
+ValuePtr grad_mode(bool enabled) {
+  auto v = std::make_shared<TracedValue>();
+  v->kind = TracedValue::Kind::GradMode;
+  v->flag = enabled;
+  return v;
+}
+
+ValuePtr call_module(TraceContext& ctx, const ValuePtr& module_value, std::vector<ValuePtr> args,
+                     KwArgs kwargs) {
+  PyObject* module = module_value->py();
+  if (!module_value->source) unsupported("calling an nn.Module made during tracing");
+  ctx.guard(TraceContext::GuardKind::NoHooks, module_value->source, module);
+  // Hooks change what a call does; the NoHooks guard re-checks them on every call.
+  static const char* kHookDicts[] = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks"};
+  PyObject* dict = PyObject_GenericGetDict(module, nullptr);  // new reference
+  PyRef dict_ref = PyRef::steal(dict);
+  if (dict == nullptr) unsupported_from_python_error("module __dict__");
+  for (const char* name : kHookDicts) {
+    PyObject* hooks = PyDict_GetItemString(dict, name);  // borrowed
+    if (hooks != nullptr && PyObject_Length(hooks) > 0) {
+      unsupported("nn.Module hooks registered on " + std::string(Py_TYPE(module)->tp_name));
+    }
+  }
+  PyObject* training = PyDict_GetItemString(dict, "training");  // borrowed
+  if (training != nullptr) {
+    ctx.wrap(training, Source::attr(module_value->source, "training"));
+  }
+  PyTypeObject* type = Py_TYPE(module);
+  std::string type_module = module_name_of(reinterpret_cast<PyObject*>(type));
+  PyObject* forward = _PyType_Lookup(type, PyUnicode_FromString("forward"));  // borrowed
+  PyErr_Clear();
+  bool container =
+      PyObject_TypeCheck(module, reinterpret_cast<PyTypeObject*>(known().sequential_type.get())) ||
+      PyObject_TypeCheck(module, reinterpret_cast<PyTypeObject*>(known().module_list_type.get())) ||
+      PyObject_TypeCheck(module, reinterpret_cast<PyTypeObject*>(known().module_dict_type.get()));
+  std::string forward_module = forward ? module_name_of(forward) : "";
+  if (!container && starts_with(forward_module, "torch.nn.modules")) {
+    // A built-in leaf module (Conv2d, BatchNorm2d, MultiheadAttention, ...): one call.
+    return ctx.bridge->call_module(module, module_value->source, args, kwargs);
+  }
+  if (forward == nullptr || !PyFunction_Check(forward)) {
+    unsupported("calling " + std::string(type->tp_name) +
+                " whose forward is not a Python function");
+  }
+  SourcePtr forward_source =
+      Source::attr(Source::attr(module_value->source, "__class__"), "forward");
+  ValuePtr forward_value = ctx.wrap(forward, forward_source);
+  args.insert(args.begin(), module_value);
+  return inline_function(ctx, forward_value, std::move(args), std::move(kwargs));
+}
+
+std::vector<ValuePtr> iterate_all(TraceContext& ctx, const std::vector<ValuePtr>& args) {
+  if (args.size() != 1) unsupported("builtin expects one iterable");
+  return iterate(ctx, args[0]);
+}
+
+ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* callable,
+                      std::vector<ValuePtr> args, KwArgs kwargs) {
+  if (name == "len" && args.size() == 1) {
+    const ValuePtr& v = args[0];
+    if (v->is_tensor()) {
+      PyRef n = PyRef::steal(PyObject_CallMethod(v->py(), "size", "i", 0));
+      if (!n) unsupported_from_python_error("len() of a 0-d tensor");
+      return from_concrete(n.get());
+    }
+    if (v->is(TracedValue::Kind::Object) && is_module(v->py())) {
+      Py_ssize_t n = PyObject_Length(v->py());
+      if (n < 0) unsupported_from_python_error("len()");
+      return int_value(n);
+    }
+    return int_value(static_cast<long long>(unpack_items(ctx, v).size()));
+  }
+  if ((name == "isinstance" || name == "issubclass") && args.size() == 2) {
+    PyRef cls = concrete_object(args[1]);
+    if (!cls) unsupported(name + "() with a non-constant class");
+    PyObject* type_of;
+    const ValuePtr& v = args[0];
+    if (name == "issubclass") {
+      PyRef sub = concrete_object(v);
+      if (!sub) unsupported("issubclass() of an abstract value");
+      int r = PyObject_IsSubclass(sub.get(), cls.get());
+      if (r < 0) unsupported_from_python_error("issubclass()");
+      return bool_value(r);
+    }
+    if (v->is_tensor()) {
+      type_of = v->tensor_type ? v->tensor_type.get() : known().tensor_type.get();
+    } else if (v->is(TracedValue::Kind::Tuple)) {
+      type_of = v->is_size ? known().size_type.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
+      if (v->obj && !v->is_size) type_of = reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
+    } else if (v->is(TracedValue::Kind::List)) {
+      type_of = reinterpret_cast<PyObject*>(&PyList_Type);
+    } else if (v->is(TracedValue::Kind::Dict)) {
+      type_of = v->obj ? reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()))
+                       : reinterpret_cast<PyObject*>(&PyDict_Type);
+    } else if (v->py() != nullptr) {
+      type_of = reinterpret_cast<PyObject*>(Py_TYPE(v->py()));
+    } else if (v->is(TracedValue::Kind::Function)) {
+      type_of = reinterpret_cast<PyObject*>(&PyFunction_Type);
+    } else {
+      unsupported("isinstance() of a " + v->describe());
+    }
+    int r = PyObject_IsSubclass(type_of, cls.get());
+    if (r < 0) unsupported_from_python_error("isinstance()");
+    return bool_value(r);
+  }
+  if (name == "getattr" && (args.size() == 2 || args.size() == 3)) {
+    PyRef attr_name = concrete_object(args[1]);
+    if (!attr_name || !PyUnicode_Check(attr_name.get()))
+      unsupported("getattr() with a non-constant name");
+    if (args.size() == 3) {
+      try {
+        return load_attribute(ctx, args[0], PyUnicode_AsUTF8(attr_name.get()));
+      } catch (Unsupported&) {
+        PyRef base = concrete_object(args[0]);
+        if (base && !PyObject_HasAttr(base.get(), attr_name.get())) return args[2];
+        throw;
+      }
+    }
+    return load_attribute(ctx, args[0], PyUnicode_AsUTF8(attr_name.get()));
+  }
+  if (name == "hasattr" && args.size() == 2) {
+    PyRef attr_name = concrete_object(args[1]);
+    if (!attr_name) unsupported("hasattr() with a non-constant name");
+    PyObject* target = args[0]->py();
+    if (target == nullptr) unsupported("hasattr() on a " + args[0]->describe());
+    if (args[0]->source) ctx.guard(TraceContext::GuardKind::TypeMatch, args[0]->source, target);
+    int r = PyObject_HasAttr(target, attr_name.get());
+    return bool_value(r == 1);
+  }
+  if (name == "type" && args.size() == 1) {
+    const ValuePtr& v = args[0];
+    if (v->is_tensor()) {
+      return TracedValue::object(v->tensor_type ? v->tensor_type : known().tensor_type);
+    }
+    PyRef o = concrete_object(v);
+    if (o) return TracedValue::object(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o.get()))));
+    if (v->is(TracedValue::Kind::List))
+      return TracedValue::object(PyRef::borrow(reinterpret_cast<PyObject*>(&PyList_Type)));
+    if (v->is(TracedValue::Kind::Tuple))
+      return TracedValue::object(PyRef::borrow(reinterpret_cast<PyObject*>(&PyTuple_Type)));
+    if (v->is(TracedValue::Kind::Dict))
+      return TracedValue::object(PyRef::borrow(reinterpret_cast<PyObject*>(&PyDict_Type)));
+    unsupported("type() of a " + v->describe());
+  }
+  if (name == "range" || name == "slice" || name == "frozenset" || name == "sorted" ||
+      name == "round" || name == "divmod" || name == "pow" || name == "repr" || name == "str" ||
+      name == "int" || name == "float" || name == "bool" || name == "chr" || name == "ord" ||
+      name == "hash" || name == "callable" || name == "set") {
+    if (name == "slice") {
+      auto s = std::make_shared<TracedValue>();
+      s->kind = TracedValue::Kind::Slice;
+      if (args.size() == 1) args.insert(args.begin(), none_value());
+      while (args.size() < 3) args.push_back(none_value());
+      s->items = std::move(args);
+      return s;
+    }
+    if ((name == "int" || name == "float" || name == "bool") && !args.empty() &&
+        args[0]->is_tensor()) {
+      unsupported("data-dependent value: " + name + "() of a tensor");
+    }
+    if (name == "bool" && args.size() == 1) return bool_value(truthiness(args[0]));
+    if (name == "callable" && args.size() == 1 && !concrete_object(args[0])) {
+      return bool_value(args[0]->is(TracedValue::Kind::Function) ||
+                        args[0]->is(TracedValue::Kind::BoundMethod));
+    }
+    if (!all_concrete(args, kwargs)) unsupported(name + "() of abstract values");
+    return call_concrete(callable, args, kwargs);
+  }
+  if (name == "min" || name == "max" || name == "abs" || name == "sum" || name == "any" ||
+      name == "all") {
+    std::vector<ValuePtr> items = args;
+    if (args.size() == 1 && name != "abs") items = iterate(ctx, args[0]);
+    bool any_tensor = false;
+    for (const auto& i : items) any_tensor = any_tensor || i->is_tensor();
+    if (!any_tensor && all_concrete(args, kwargs)) return call_concrete(callable, args, kwargs);
+    if (name == "abs" && args.size() == 1) return unary_operation(ctx, "abs", args[0]);
+    if (name == "sum") {
+      ValuePtr acc = args.size() >= 2 ? args[1] : int_value(0);
+      if (!kwargs.empty()) acc = kwargs[0].second;
+      for (const auto& i : items) acc = binary_operation(ctx, 0 /* NB_ADD */, acc, i);
+      return acc;
+    }
+    if (name == "any" || name == "all") {
+      for (const auto& i : items) {
+        bool t = truthiness(i);
+        if (name == "any" && t) return bool_value(true);
+        if (name == "all" && !t) return bool_value(false);
+      }
+      return bool_value(name == "all");
+    }
+    unsupported(name + "() over tensors");
+  }
+  if (name == "enumerate") {
+    std::vector<ValuePtr> items = iterate(ctx, args.at(0));
+    long long start = 0;
+    if (args.size() > 1 || !kwargs.empty()) {
+      PyRef s = concrete_object(args.size() > 1 ? args[1] : kwargs[0].second);
+      if (!s || !PyLong_Check(s.get())) unsupported("enumerate() with a non-constant start");
+      start = PyLong_AsLongLong(s.get());
+    }
+    std::vector<ValuePtr> pairs;
+    for (size_t i = 0; i < items.size(); ++i) {
+      pairs.push_back(TracedValue::tuple({int_value(start + static_cast<long long>(i)), items[i]}));
+    }
+    return TracedValue::iterator(std::move(pairs));
+  }
+  if (name == "zip") {
+    std::vector<std::vector<ValuePtr>> lists;
+    size_t n = SIZE_MAX;
+    for (const auto& a : args) {
+      lists.push_back(iterate(ctx, a));
+      n = std::min(n, lists.back().size());
+    }
+    if (lists.empty()) n = 0;
+    std::vector<ValuePtr> tuples;
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<ValuePtr> t;
+      for (auto& l : lists) t.push_back(l[i]);
+      tuples.push_back(TracedValue::tuple(std::move(t)));
+    }
+    return TracedValue::iterator(std::move(tuples));
+  }
+  if (name == "reversed") {
+    std::vector<ValuePtr> items = iterate_all(ctx, args);
+    return TracedValue::iterator(std::vector<ValuePtr>(items.rbegin(), items.rend()));
+  }
+  if (name == "iter" && args.size() == 1) return TracedValue::iterator(iterate(ctx, args[0]));
+  if (name == "next" && !args.empty()) {
+    ValuePtr it = args[0];
+    if (!it->is(TracedValue::Kind::Iterator)) unsupported("next() of a " + it->describe());
+    if (it->position >= it->items.size()) {
+      if (args.size() > 1) return args[1];
+      unsupported("StopIteration raised by next()");
+    }
+    return it->items[it->position++];
+  }
+  if (name == "list" || name == "tuple") {
+    std::vector<ValuePtr> items = args.empty() ? std::vector<ValuePtr>{} : iterate_all(ctx, args);
+    if (name == "list") return TracedValue::list(std::move(items), true);
+    return TracedValue::tuple(std::move(items));
+  }
+  if (name == "dict") {
+    std::vector<ValuePtr> keys, values;
+    if (args.size() == 1) {
+      if (args[0]->is(TracedValue::Kind::Dict)) {
+        keys = args[0]->keys;
+        values = args[0]->items;
+      } else {
+        for (const auto& pair : iterate(ctx, args[0])) {
+          std::vector<ValuePtr> kv = unpack_items(ctx, pair);
+          if (kv.size() != 2 || !kv[0]->is_constant()) unsupported("dict() of non-pairs");
+          keys.push_back(kv[0]);
+          values.push_back(kv[1]);
+        }
+      }
+    }
+    for (auto& [k, v] : kwargs) {
+      keys.push_back(TracedValue::constant(PyRef::steal(PyUnicode_FromString(k.c_str()))));
+      values.push_back(v);
+    }
+    return TracedValue::dict(std::move(keys), std::move(values), true);
+  }
+  if (name == "map" && args.size() >= 2) {
+    std::vector<ValuePtr> items = iterate(ctx, args[1]);
+    std::vector<ValuePtr> out;
+    for (const auto& i : items) out.push_back(call_value(ctx, args[0], {i}, {}));
+    return TracedValue::iterator(std::move(out));
+  }
+  if (name == "print") unsupported("print()");
+  unsupported("call to builtin " + name + "()");
+}
+
+// Methods of lists and dicts made by (or read into) the trace.
+ValuePtr call_container_method(TraceContext& ctx, const std::string& method, const ValuePtr& self,
+                               std::vector<ValuePtr> args) {
+  auto require_mutable = [&] {
+    if (!self->mutable_here) {
+      unsupported("mutation (" + method + ") of a " + self->describe() +
+                  " that existed before the call");
+    }
+  };
+  if (self->is(TracedValue::Kind::List)) {
+    if (method == "append" && args.size() == 1) {
+      require_mutable();
+      self->items.push_back(args[0]);
+      return none_value();
+    }
+    if (method == "extend" && args.size() == 1) {
+      require_mutable();
+      for (auto& i : unpack_items(ctx, args[0])) self->items.push_back(i);
+      return none_value();
+    }
+    if (method == "insert" && args.size() == 2) {
+      require_mutable();
+      PyRef idx = concrete_object(args[0]);
+      long long i = idx ? PyLong_AsLongLong(idx.get()) : 0;
+      long long n = static_cast<long long>(self->items.size());
+      if (i < 0) i = std::max(0LL, i + n);
+      i = std::min(i, n);
+      self->items.insert(self->items.begin() + i, args[1]);
+      return none_value();
+    }
+    if (method == "pop") {
+      require_mutable();
+      if (self->items.empty()) unsupported("pop from empty list");
+      long long i = static_cast<long long>(self->items.size()) - 1;
+      if (!args.empty()) {
+        PyRef idx = concrete_object(args[0]);
+        i = PyLong_AsLongLong(idx.get());
+        if (i < 0) i += static_cast<long long>(self->items.size());
+      }
+      ValuePtr v = self->items.at(static_cast<size_t>(i));
+      self->items.erase(self->items.begin() + i);
+      return v;
+    }
+    if (method == "copy") return TracedValue::list(self->items, true);
+    if (method == "reverse") {
+      require_mutable();
+      std::reverse(self->items.begin(), self->items.end());
+      return none_value();
+    }
+  }
+  if (self->is(TracedValue::Kind::Dict)) {
+    auto find = [&](const ValuePtr& key) -> int {
+      PyRef k = concrete_object(key);
+      if (!k) unsupported("dict lookup with an abstract key");
+      for (size_t i = 0; i < self->keys.size(); ++i) {
+        int eq = PyObject_RichCompareBool(self->keys[i]->py(), k.get(), Py_EQ);
+        if (eq < 0) unsupported_from_python_error("dict key comparison");
+        if (eq) return static_cast<int>(i);
+      }
+      return -1;
+    };
+    if (method == "items") {
+      std::vector<ValuePtr> pairs;
+      for (size_t i = 0; i < self->keys.size(); ++i) {
+        pairs.push_back(TracedValue::tuple({self->keys[i], self->items[i]}));
+      }
+      return TracedValue::list(std::move(pairs), true);
+    }
+    if (method == "keys") return TracedValue::list(self->keys, true);
+    if (method == "values") return TracedValue::list(self->items, true);
+    if (method == "get" && !args.empty()) {
+      int i = find(args[0]);
+      if (i >= 0) return self->items[static_cast<size_t>(i)];
+      return args.size() > 1 ? args[1] : none_value();
+    }
+    if (method == "copy") return TracedValue::dict(self->keys, self->items, true);
+    if (method == "update" && args.size() == 1 && args[0]->is(TracedValue::Kind::Dict)) {
+      require_mutable();
+      for (size_t j = 0; j < args[0]->keys.size(); ++j) {
+        int i = find(args[0]->keys[j]);
+        if (i >= 0) {
+          self->items[static_cast<size_t>(i)] = args[0]->items[j];
+        } else {
+          self->keys.push_back(args[0]->keys[j]);
+          self->items.push_back(args[0]->items[j]);
+        }
+      }
+      return none_value();
+    }
+    if (method == "pop" && !args.empty()) {
+      require_mutable();
+      int i = find(args[0]);
+      if (i < 0) {
+        if (args.size() > 1) return args[1];
+        unsupported("KeyError in dict.pop");
+      }
+      ValuePtr v = self->items[static_cast<size_t>(i)];
+      self->keys.erase(self->keys.begin() + i);
+      self->items.erase(self->items.begin() + i);
+      return v;
+    }
+    if (method == "setdefault" && !args.empty()) {
+      int i = find(args[0]);
+      if (i >= 0) return self->items[static_cast<size_t>(i)];
+      require_mutable();
+      self->keys.push_back(args[0]);
+      self->items.push_back(args.size() > 1 ? args[1] : none_value());
+      return self->items.back();
+    }
+  }
+  if (self->is(TracedValue::Kind::Tuple) || self->is(TracedValue::Kind::List)) {
+    if (method == "index" || method == "count") {
+      PyRef seq = concrete_object(self);
+      if (!seq || !all_concrete(args, {})) unsupported(method + "() on abstract values");
+      PyRef fn = PyRef::steal(PyObject_GetAttrString(seq.get(), method.c_str()));
+      return call_concrete(fn.get(), args, {});
+    }
+  }
+  unsupported("method " + method + "() of a " + self->describe());
+}
+
+}  // namespace
+
+ValuePtr inline_function(TraceContext& ctx, const ValuePtr& function, std::vector<ValuePtr> args,
+                         KwArgs kwargs) {
+  if (ctx.inline_depth >= ctx.options.max_inline_depth) {
+    unsupported("calls nested deeper than " + std::to_string(ctx.options.max_inline_depth));
+  }
+  std::shared_ptr<const frontend::CodeInfo> code;
+  PyRef code_object;
+  GlobalsScope scope;
+  std::vector<ValuePtr> defaults;
+  std::vector<std::pair<std::string, ValuePtr>> kwdefaults;
+  std::vector<ValuePtr> free_cells;
+  std::string qualname;
+
+  if (function->is(TracedValue::Kind::Function)) {
+    code = function->code;
+    code_object = function->code_object;
+    scope.globals = function->globals;
+    scope.builtins = ctx.builtins;
+    scope.dict_source = function->source;
+    if (function->defaults) defaults = function->defaults->items;
+    if (function->kwdefaults) {
+      for (size_t i = 0; i < function->kwdefaults->keys.size(); ++i) {
+        kwdefaults.emplace_back(PyUnicode_AsUTF8(function->kwdefaults->keys[i]->py()),
+                                function->kwdefaults->items[i]);
+      }
+    }
+    if (function->closure) free_cells = function->closure->items;
+    qualname = function->qualname;
+  } else {
+    PyObject* fn = function->py();
+    if (fn == nullptr || !PyFunction_Check(fn)) unsupported("inlining a non-function");
+    const SourcePtr& src = function->source;
+    if (!src) unsupported("calling a function the trace cannot guard");
+    auto* f = reinterpret_cast<PyFunctionObject*>(fn);
+    code_object = PyRef::borrow(f->func_code);
+    code = ctx.code_info(f->func_code);
+    scope.globals = PyRef::borrow(f->func_globals);
+    scope.builtins = ctx.builtins;
+    if (f->func_globals != ctx.root_globals.get()) {
+      scope.dict_source = Source::attr(src, "__globals__");
+      PyObject* b = PyDict_GetItemString(f->func_globals, "__builtins__");  // borrowed
+      PyObject* bdict = (b != nullptr && PyModule_Check(b)) ? PyModule_GetDict(b) : b;
+      if (bdict != ctx.builtins.get()) unsupported("a function with its own builtins");
+    }
+    if (f->func_defaults != nullptr) {
+      SourcePtr dsrc = Source::attr(src, "__defaults__");
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(f->func_defaults); ++i) {
+        defaults.push_back(ctx.wrap(PyTuple_GET_ITEM(f->func_defaults, i), Source::item(dsrc, i)));
+      }
+    }
+    if (f->func_kwdefaults != nullptr) {
+      SourcePtr ksrc = Source::attr(src, "__kwdefaults__");
+      PyObject *k, *v;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(f->func_kwdefaults, &pos, &k, &v)) {
+        kwdefaults.emplace_back(PyUnicode_AsUTF8(k),
+                                ctx.wrap(v, Source::key(ksrc, PyUnicode_AsUTF8(k))));
+      }
+    }
+    if (f->func_closure != nullptr) {
+      SourcePtr csrc = Source::attr(src, "__closure__");
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(f->func_closure); ++i) {
+        PyObject* cell = PyTuple_GET_ITEM(f->func_closure, i);
+        PyObject* contents = PyCell_GET(cell);  // borrowed
+        ValuePtr v = contents == nullptr
+                         ? TracedValue::null()
+                         : ctx.wrap(contents, Source::attr(Source::item(csrc, i), "cell_contents"));
+        ValuePtr c = TracedValue::cell(v);
+        c->mutable_here = false;
+        free_cells.push_back(c);
+      }
+    }
+    qualname = code->qualname;
+  }
+  if (code->is_generator() || code->is_coroutine() || code->is_async_generator()) {
+    unsupported("calling the generator function " + qualname);
+  }
+
+  InlineFrame frame(ctx, code, code_object, scope);
+  // Bind arguments as CPython does.
+  const int npos = code->argcount;
+  const int nkwonly = code->kwonlyargcount;
+  const size_t total = static_cast<size_t>(code->total_argcount());
+  std::vector<ValuePtr> bound(total, nullptr);
+  std::vector<ValuePtr> extra_positional;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (static_cast<int>(i) < npos) {
+      bound[i] = args[i];
+    } else if (code->has_varargs()) {
+      extra_positional.push_back(args[i]);
+    } else {
+      unsupported(qualname + "() takes " + std::to_string(npos) + " positional arguments but " +
+                  std::to_string(args.size()) + " were given");
+    }
+  }
+  std::vector<ValuePtr> extra_keys, extra_values;
+  for (auto& [name, value] : kwargs) {
+    int slot = -1;
+    for (int i = code->posonlyargcount; i < npos + nkwonly; ++i) {
+      if (code->localsplus[static_cast<size_t>(i)].name == name) slot = i;
+    }
+    if (slot >= 0) {
+      if (bound[static_cast<size_t>(slot)])
+        unsupported(qualname + "() got multiple values for " + name);
+      bound[static_cast<size_t>(slot)] = value;
+    } else if (code->has_varkeywords()) {
+      extra_keys.push_back(TracedValue::constant(PyRef::steal(PyUnicode_FromString(name.c_str()))));
+      extra_values.push_back(value);
+    } else {
+      unsupported(qualname + "() got an unexpected keyword argument '" + name + "'");
+    }
+  }
+  // Defaults fill the last positional parameters.
+  for (int i = 0; i < npos; ++i) {
+    if (bound[static_cast<size_t>(i)]) continue;
+    int d = i - (npos - static_cast<int>(defaults.size()));
+    if (d < 0) unsupported(qualname + "() missing a required positional argument");
+    bound[static_cast<size_t>(i)] = defaults[static_cast<size_t>(d)];
+  }
+  for (int i = npos; i < npos + nkwonly; ++i) {
+    if (bound[static_cast<size_t>(i)]) continue;
+    const std::string& pname = code->localsplus[static_cast<size_t>(i)].name;
+    for (auto& [k, v] : kwdefaults) {
+      if (k == pname) bound[static_cast<size_t>(i)] = v;
+    }
+    if (!bound[static_cast<size_t>(i)])
+      unsupported(qualname + "() missing keyword argument " + pname);
+  }
+  size_t next = static_cast<size_t>(npos + nkwonly);
+  if (code->has_varargs()) bound[next++] = TracedValue::tuple(std::move(extra_positional));
+  if (code->has_varkeywords()) {
+    bound[next++] = TracedValue::dict(std::move(extra_keys), std::move(extra_values), true);
+  }
+  for (size_t i = 0; i < total; ++i) frame.locals[i] = bound[i];
+  // Free variables occupy the last slots.
+  size_t nfree = code->freevars.size();
+  if (nfree != free_cells.size()) unsupported("internal: closure size mismatch");
+  for (size_t i = 0; i < nfree; ++i) {
+    frame.locals[static_cast<size_t>(code->freevars[i])] = free_cells[i];
+  }
+  ++ctx.inline_depth;
+  struct DepthGuard {
+    TraceContext& c;
+    ~DepthGuard() { --c.inline_depth; }
+  } depth_guard{ctx};
+  return frame.run();
+}
+
+ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<ValuePtr> args,
+                    KwArgs kwargs) {
+  switch (callable->kind) {
+    case TracedValue::Kind::BoundMethod: {
+      if (callable->function->is(TracedValue::Kind::Constant) &&
+          callable->function->py() != nullptr && PyUnicode_Check(callable->function->py())) {
+        // A method of a traced container: function holds the method's name.
+        return call_container_method(ctx, PyUnicode_AsUTF8(callable->function->py()),
+                                     callable->self_value, std::move(args));
+      }
+      args.insert(args.begin(), callable->self_value);
+      return call_value(ctx, callable->function, std::move(args), std::move(kwargs));
+    }
+    case TracedValue::Kind::Function:
+      return inline_function(ctx, callable, std::move(args), std::move(kwargs));
+    case TracedValue::Kind::GradModeExit:
+      ctx.grad_enabled = callable->flag;
+      return none_value();
+    case TracedValue::Kind::Object:
+      break;
+    default:
+      unsupported("calling a " + callable->describe());
+  }
+  PyObject* fn = callable->py();
+  const KnownObjects& k = known();
+  if (fn == k.no_grad.get()) return grad_mode(false);
+  if (fn == k.enable_grad.get()) return grad_mode(true);
+  if (fn == k.inference_mode.get()) {
+    bool mode = true;
+    if (!args.empty()) mode = truthiness(args[0]);
+    return grad_mode(!mode);
+  }
+  if (fn == k.set_grad_enabled.get()) {
+    if (args.size() != 1) unsupported("set_grad_enabled() arguments");
+    bool previous = ctx.grad_enabled;
+    ctx.grad_enabled = truthiness(args[0]);
+    ValuePtr mode = grad_mode(ctx.grad_enabled);
+    mode->items = {bool_value(previous)};
+    return mode;
+  }
+  if (fn == k.is_grad_enabled.get()) {
+    // The trace already guards the grad mode it started under; inside the function the
+    // mode only changes through traced context managers.
+    return bool_value(ctx.grad_enabled);
+  }
+  if (fn == k.jit_is_scripting.get() || fn == k.jit_is_tracing.get()) return bool_value(false);
+  if (is_module(fn)) return call_module(ctx, callable, std::move(args), std::move(kwargs));
+  if (PyType_Check(fn)) {
+    if (fn == k.size_type.get() && args.size() == 1) {
+      ValuePtr t = TracedValue::tuple(iterate(ctx, args[0]));
+      t->is_size = true;
+      return t;
+    }
+    PyObject* b = k.builtins.get();
+    PyObject* builtin_named = nullptr;
+    const char* type_name = reinterpret_cast<PyTypeObject*>(fn)->tp_name;
+    builtin_named = PyDict_GetItemString(b, type_name);  // borrowed
+    if (builtin_named == fn) {
+      return call_builtin(ctx, type_name, fn, std::move(args), std::move(kwargs));
+    }
+    if ((fn == k.device_type.get() || fn == k.dtype_type.get()) && all_concrete(args, kwargs)) {
+      return call_concrete(fn, args, kwargs);
+    }
+    unsupported("creating an instance of " + std::string(type_name));
+  }
+  if (PyCFunction_Check(fn)) {
+    PyObject* self = PyCFunction_GET_SELF(fn);  // borrowed
+    std::string module = module_name_of(fn);
+    if (self != nullptr && PyModule_Check(self) &&
+        std::string(PyModule_GetName(self)) == "builtins") {
+      return call_builtin(ctx, name_of(fn), fn, std::move(args), std::move(kwargs));
+    }
+    if (is_pure_module(module) ||
+        (self != nullptr && PyModule_Check(self) && is_pure_module(PyModule_GetName(self)))) {
+      if (all_concrete(args, kwargs)) return call_concrete(fn, args, kwargs);
+      return ctx.bridge->call(fn, args, kwargs);  // e.g. operator.add(tensor, 1)
+    }
+    if (self != nullptr && is_immutable_constant(self) && all_concrete(args, kwargs)) {
+      return call_concrete(fn, args, kwargs);
+    }
+  }
+  if (is_torch_callable(fn)) return ctx.bridge->call(fn, args, kwargs);
+  if (PyFunction_Check(fn))
+    return inline_function(ctx, callable, std::move(args), std::move(kwargs));
+  if (PyMethod_Check(fn)) {
+    PyObject* self = PyMethod_GET_SELF(fn);
+    PyObject* func = PyMethod_GET_FUNCTION(fn);
+    if (!callable->source) unsupported("calling a bound method with no source");
+    ValuePtr self_value = ctx.wrap(self, Source::attr(callable->source, "__self__"));
+    ValuePtr func_value = ctx.wrap(func, Source::attr(callable->source, "__func__"));
+    args.insert(args.begin(), self_value);
+    return call_value(ctx, func_value, std::move(args), std::move(kwargs));
+  }
+  unsupported("call to " + name_of(fn));
+}
+
+}  // namespace dynvm::vm

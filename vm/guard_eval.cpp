@@ -1,0 +1,248 @@
+// The guard interpreter: a fast check per kind, and, only when asked, the verbose check that
+// says why a guard failed.
+#include "dynvm/vm/guard_eval.h"
+
+#include "python_values.h"
+
+namespace dynvm::vm {
+
+namespace {
+
+// len(value) for a value whose type is already checked; -1 (no error set) when it fails.
+Py_ssize_t length_of(PyObject* value) {
+  if (PyList_CheckExact(value) || PyTuple_CheckExact(value)) return Py_SIZE(value);
+  if (PyDict_CheckExact(value)) return PyDict_GET_SIZE(value);
+  Py_ssize_t length = PyObject_Size(value);  // ModuleList, Sequential, ...: may run __len__
+  if (length < 0) PyErr_Clear();
+  return length;
+}
+
+bool len_matches(const LenMatchPayload& payload, PyObject* value) {
+  return reinterpret_cast<PyObject*>(Py_TYPE(value)) == payload.type.get() &&
+         length_of(value) == payload.length;
+}
+
+// `value` is of the recorded dict type; compares its keys in iteration order.
+bool dict_keys_match(const DictKeysPayload& payload, PyObject* value) {
+  if (reinterpret_cast<PyObject*>(Py_TYPE(value)) != payload.type.get()) return false;
+  PyObject* keys = payload.keys.get();  // a tuple
+  Py_ssize_t count = PyTuple_GET_SIZE(keys);
+  if (PyDict_GET_SIZE(value) != count) return false;
+  if (PyDict_CheckExact(value)) {
+    Py_ssize_t position = 0;
+    PyObject* key = nullptr;  // borrowed
+    for (Py_ssize_t i = 0; PyDict_Next(value, &position, &key, nullptr); ++i) {
+      if (i >= count || !constant_matches(key, PyTuple_GET_ITEM(keys, i))) return false;
+    }
+    return true;
+  }
+  // Subclasses (OrderedDict) iterate in their own order.
+  PyRef iterator = PyRef::steal(PyObject_GetIter(value));  // new
+  if (!iterator) {
+    PyErr_Clear();
+    return false;
+  }
+  for (Py_ssize_t i = 0;; ++i) {
+    PyRef key = PyRef::steal(PyIter_Next(iterator.get()));  // new
+    if (!key) {
+      if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+      }
+      return i == count;
+    }
+    if (i >= count || !constant_matches(key.get(), PyTuple_GET_ITEM(keys, i))) return false;
+  }
+}
+
+// Whether the module has no hooks; with `which`, names the first non-empty hook dict.
+bool module_has_no_hooks(const NoHooksPayload& payload, PyObject* module, std::string* which) {
+  PyObject* dict = instance_dict(module);  // borrowed
+  if (dict == nullptr) {
+    if (which != nullptr) *which = "has no __dict__";
+    return false;
+  }
+  if (dict_version(dict) == payload.dict_version) {
+    // The same dict, unmodified: the hook dicts bound now are those read at trace time.
+    for (const HookDict& hook : payload.hooks) {
+      if (hook.dict && PyDict_GET_SIZE(hook.dict.get()) != 0) {
+        if (which != nullptr) *which = "has hooks in " + repr_text(hook.name.get());
+        return false;
+      }
+    }
+    return true;
+  }
+  for (const HookDict& hook : payload.hooks) {
+    PyObject* hooks = PyDict_GetItemWithError(dict, hook.name.get());  // borrowed
+    if (hooks == nullptr) {
+      if (!PyErr_Occurred()) continue;
+      PyErr_Clear();
+      if (which != nullptr) *which = "has an unreadable __dict__";
+      return false;
+    }
+    if (!PyDict_Check(hooks) || PyDict_GET_SIZE(hooks) != 0) {
+      if (which != nullptr) *which = "has hooks in " + repr_text(hook.name.get());
+      return false;
+    }
+  }
+  return true;
+}
+
+bool no_global_hooks(const NoGlobalHooksPayload& payload, std::string* which) {
+  for (size_t i = 0; i < payload.dicts.size(); ++i) {
+    if (PyDict_GET_SIZE(payload.dicts[i].get()) != 0) {
+      if (which != nullptr)
+        *which = "torch.nn.modules.module." + payload.names[i] + " is not empty";
+      return false;
+    }
+  }
+  return true;
+}
+
+// The fast check. `value` (borrowed) is the guard's resolved source, nullptr for global kinds.
+bool check(const Guard& guard, PyObject* value) {
+  switch (guard.kind) {
+    case GuardKind::TypeMatch:
+      return reinterpret_cast<PyObject*>(Py_TYPE(value)) == guard.as<TypeMatchPayload>().type.get();
+    case GuardKind::IdMatch:
+      return value == guard.as<IdMatchPayload>().object.get();
+    case GuardKind::ConstantMatch:
+      return constant_matches(value, guard.as<ConstantMatchPayload>().value.get());
+    case GuardKind::TensorMatch:
+      return tensor_matches(guard.as<TensorMatchPayload>().spec, value);
+    case GuardKind::LenMatch:
+      return len_matches(guard.as<LenMatchPayload>(), value);
+    case GuardKind::DictKeys:
+      return dict_keys_match(guard.as<DictKeysPayload>(), value);
+    case GuardKind::DictVersion:
+      return PyDict_Check(value) && dict_version(value) == guard.as<DictVersionPayload>().version;
+    case GuardKind::NoHooks:
+      return module_has_no_hooks(guard.as<NoHooksPayload>(), value, nullptr);
+    case GuardKind::NoGlobalHooks:
+      return no_global_hooks(guard.as<NoGlobalHooksPayload>(), nullptr);
+    case GuardKind::GradMode:
+      return grad_mode_enabled() == guard.as<GradModePayload>().enabled;
+    case GuardKind::DefaultDtype:
+      return default_dtype() == guard.as<DefaultDtypePayload>().dtype;
+    case GuardKind::Autocast:
+      return autocast_state() == guard.as<AutocastPayload>().state;
+  }
+  return false;
+}
+
+// "a Linear", or the value itself for builtin constants (whose repr runs no user code).
+std::string value_text(PyObject* value) {
+  if (is_guardable_constant(value)) return repr_text(value);
+  return "a " + type_name(Py_TYPE(value));
+}
+
+const char* python_bool(bool value) { return value ? "True" : "False"; }
+
+// The verbose check: what `value` (borrowed) was, for a guard whose fast check failed.
+// `where` is the source's text.
+std::string explain(const Guard& guard, PyObject* value, const std::string& where) {
+  switch (guard.kind) {
+    case GuardKind::TypeMatch:
+      return where + " is " + value_text(value);
+    case GuardKind::IdMatch:
+      return where + " is another object (" + value_text(value) + ")";
+    case GuardKind::ConstantMatch:
+      return where + " is " + value_text(value);
+    case GuardKind::TensorMatch:
+      return where + " " + tensor_mismatch(guard.as<TensorMatchPayload>().spec, value);
+    case GuardKind::LenMatch: {
+      const auto& payload = guard.as<LenMatchPayload>();
+      if (reinterpret_cast<PyObject*>(Py_TYPE(value)) != payload.type.get()) {
+        return where + " is " + value_text(value);
+      }
+      return where + " has len " + std::to_string(length_of(value));
+    }
+    case GuardKind::DictKeys: {
+      const auto& payload = guard.as<DictKeysPayload>();
+      if (reinterpret_cast<PyObject*>(Py_TYPE(value)) != payload.type.get()) {
+        return where + " is " + value_text(value);
+      }
+      PyRef keys = PyRef::steal(PySequence_List(value));  // new
+      if (!keys) {
+        PyErr_Clear();
+        return where + " has other keys";
+      }
+      PyRef tuple = PyRef::steal(PyList_AsTuple(keys.get()));  // new
+      if (!tuple || !is_guardable_constant(tuple.get())) {
+        PyErr_Clear();
+        return where + " has other keys";
+      }
+      return where + " has keys " + repr_text(keys.get());
+    }
+    case GuardKind::DictVersion:
+      if (!PyDict_Check(value)) return where + " is " + value_text(value);
+      return where + " was modified (or replaced) since the trace";
+    case GuardKind::NoHooks: {
+      std::string which;
+      module_has_no_hooks(guard.as<NoHooksPayload>(), value, &which);
+      return where + " " + which;
+    }
+    case GuardKind::NoGlobalHooks: {
+      std::string which;
+      no_global_hooks(guard.as<NoGlobalHooksPayload>(), &which);
+      return which;
+    }
+    case GuardKind::GradMode:
+      return std::string("torch.is_grad_enabled() is ") + python_bool(grad_mode_enabled());
+    case GuardKind::DefaultDtype:
+      return "torch.get_default_dtype() is torch." + dtype_name(default_dtype());
+    case GuardKind::Autocast: {
+      AutocastState state = autocast_state();
+      return std::string("autocast is cpu=") + python_bool(state.cpu) +
+             " cuda=" + python_bool(state.cuda);
+    }
+  }
+  return "";
+}
+
+void fail(GuardFailure* why, size_t index, const Guard& guard, std::string reason) {
+  why->index = index;
+  why->guard = guard.text;
+  why->reason = std::move(reason);
+}
+
+}  // namespace
+
+std::string to_string(const GuardFailure& failure) {
+  return failure.guard + " failed: " + failure.reason;
+}
+
+bool guards_hold(const GuardSet& guards, const FrameInputs& inputs, GuardFailure* why) {
+  ErrorStash stash;
+  try {
+    SourceResolver resolver(guards.sources(), inputs, /*explain=*/why != nullptr);
+    const std::vector<Guard>& list = guards.guards();
+    for (size_t i = 0, count = list.size(); i < count; ++i) {
+      const Guard& guard = list[i];
+      PyObject* value = nullptr;  // borrowed from the resolver
+      if (guard.source >= 0) {
+        value = resolver.resolve(guard.source);
+        if (value == nullptr) {
+          if (why != nullptr) {
+            int slot = resolver.failed_slot() >= 0 ? resolver.failed_slot() : guard.source;
+            fail(why, i, guard,
+                 guards.sources()[slot].text + " could not be read: " + resolver.failure());
+          }
+          return false;
+        }
+      }
+      if (!check(guard, value)) {
+        if (why != nullptr) {
+          fail(why, i, guard,
+               explain(guard, value, guard.source >= 0 ? guards.sources()[guard.source].text : ""));
+        }
+        return false;
+      }
+    }
+    return true;
+  } catch (...) {
+    return false;  // bad_alloc while explaining; the stash drops any Python error
+  }
+}
+
+}  // namespace dynvm::vm

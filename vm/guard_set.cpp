@@ -1,0 +1,282 @@
+// GuardSet: building guards from the values the VM saw, deduplicating and printing them.
+#include <utility>
+
+#include "dynvm/vm/guard.h"
+#include "python_values.h"
+
+namespace dynvm::vm {
+
+namespace {
+
+// The hook dicts an nn.Module instance carries, across the torch versions dynvm supports
+// (1.13 has the first three); absent names are skipped.
+constexpr const char* kModuleHookNames[] = {
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_pre_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+};
+
+// The global hook dicts of torch.nn.modules.module, applied to every module's __call__.
+constexpr const char* kGlobalHooksModule = "torch.nn.modules.module";
+constexpr const char* kGlobalHookNames[] = {
+    "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+    "_global_forward_hooks_with_kwargs",
+    "_global_forward_hooks_always_called",
+};
+
+const char* python_bool(bool value) { return value ? "True" : "False"; }
+
+// Whether two payloads of guards of `kind` on the same source say the same thing. GIL held.
+bool same_payload(GuardKind kind, const GuardPayload& a, const GuardPayload& b) {
+  switch (kind) {
+    case GuardKind::TypeMatch:
+      return std::get<TypeMatchPayload>(a).type.get() == std::get<TypeMatchPayload>(b).type.get();
+    case GuardKind::IdMatch:
+      return std::get<IdMatchPayload>(a).object.get() == std::get<IdMatchPayload>(b).object.get();
+    case GuardKind::ConstantMatch:
+      return constant_matches(std::get<ConstantMatchPayload>(a).value.get(),
+                              std::get<ConstantMatchPayload>(b).value.get());
+    case GuardKind::TensorMatch:
+      return std::get<TensorMatchPayload>(a).spec == std::get<TensorMatchPayload>(b).spec;
+    case GuardKind::LenMatch: {
+      const auto& x = std::get<LenMatchPayload>(a);
+      const auto& y = std::get<LenMatchPayload>(b);
+      return x.type.get() == y.type.get() && x.length == y.length;
+    }
+    case GuardKind::DictKeys: {
+      const auto& x = std::get<DictKeysPayload>(a);
+      const auto& y = std::get<DictKeysPayload>(b);
+      return x.type.get() == y.type.get() && constant_matches(x.keys.get(), y.keys.get());
+    }
+    case GuardKind::DictVersion:
+      return std::get<DictVersionPayload>(a).version == std::get<DictVersionPayload>(b).version;
+    case GuardKind::NoHooks:        // "no hooks" on one module says one thing, whenever read
+    case GuardKind::NoGlobalHooks:  // likewise for the global hooks
+      return true;
+    case GuardKind::GradMode:
+      return std::get<GradModePayload>(a).enabled == std::get<GradModePayload>(b).enabled;
+    case GuardKind::DefaultDtype:
+      return std::get<DefaultDtypePayload>(a).dtype == std::get<DefaultDtypePayload>(b).dtype;
+    case GuardKind::Autocast:
+      return std::get<AutocastPayload>(a).state == std::get<AutocastPayload>(b).state;
+  }
+  return false;
+}
+
+bool has_source(GuardKind kind) {
+  return static_cast<int>(kind) <= static_cast<int>(GuardKind::NoHooks);
+}
+
+// "['a', 'b']": reprs of the items of a tuple of constants (borrowed).
+std::string constants_list_text(PyObject* tuple) {
+  std::string text = "[";
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i) {
+    if (i > 0) text += ", ";
+    text += repr_text(PyTuple_GET_ITEM(tuple, i));
+  }
+  return text + "]";
+}
+
+// New reference: a tuple of the keys of `dict` (borrowed, a dict or subclass) in iteration
+// order, or nullptr with a Python error set.
+PyObject* dict_keys_tuple(PyObject* dict) {
+  if (PyDict_CheckExact(dict)) {
+    PyRef list = PyRef::steal(PyDict_Keys(dict));  // new
+    return list ? PyList_AsTuple(list.get()) : nullptr;
+  }
+  return PySequence_Tuple(dict);  // iterates like `for k in d`, so an OrderedDict's order
+}
+
+}  // namespace
+
+const char* guard_kind_name(GuardKind kind) {
+  switch (kind) {
+#define DYNVM_GUARD_KIND_NAME(kind, name, payload) \
+  case GuardKind::kind:                            \
+    return name;
+    DYNVM_GUARD_KINDS(DYNVM_GUARD_KIND_NAME)
+#undef DYNVM_GUARD_KIND_NAME
+  }
+  return "?";
+}
+
+Expected<size_t> GuardSet::add(GuardKind kind, const SourcePtr& source, GuardPayload payload,
+                               const std::string& detail) {
+  int slot = -1;
+  if (has_source(kind)) {
+    slot = sources_.intern(source);
+    if (slot < 0) {
+      return make_error(std::string(guard_kind_name(kind)) + ": cannot read source " +
+                        (source ? source->to_string() : std::string("(none)")));
+    }
+  }
+  std::vector<size_t>& same = index_[{static_cast<int>(kind), slot}];
+  for (size_t existing : same) {
+    if (same_payload(kind, guards_[existing].payload, payload)) return existing;
+  }
+  Guard guard;
+  guard.kind = kind;
+  guard.source = slot;
+  guard.payload = std::move(payload);
+  guard.text = guard_kind_name(kind);
+  if (slot >= 0) guard.text += " " + sources_[slot].text;
+  guard.text += detail;
+  guards_.push_back(std::move(guard));
+  same.push_back(guards_.size() - 1);
+  return guards_.size() - 1;
+}
+
+Expected<size_t> GuardSet::add_type_match(const SourcePtr& source, PyObject* value) {
+  PyTypeObject* type = Py_TYPE(value);
+  return add(GuardKind::TypeMatch, source,
+             TypeMatchPayload{PyRef::borrow(reinterpret_cast<PyObject*>(type))},
+             " " + type_name(type));
+}
+
+Expected<size_t> GuardSet::add_id_match(const SourcePtr& source, PyObject* value) {
+  return add(GuardKind::IdMatch, source, IdMatchPayload{PyRef::borrow(value)}, "");
+}
+
+Expected<size_t> GuardSet::add_constant_match(const SourcePtr& source, PyObject* value) {
+  if (!is_guardable_constant(value)) {
+    return make_error("a " + type_name(Py_TYPE(value)) +
+                      " is not a constant (None, bool, int, float, str, bytes, complex or a "
+                      "tuple of those)");
+  }
+  return add(GuardKind::ConstantMatch, source, ConstantMatchPayload{PyRef::borrow(value)},
+             " == " + repr_text(value));
+}
+
+Expected<size_t> GuardSet::add_tensor_match(const SourcePtr& source, PyObject* tensor) {
+  Expected<TensorSpec> spec = tensor_spec_of(tensor);
+  if (!spec) return spec.error();
+  std::string detail = ": " + vm::to_string(*spec);
+  return add(GuardKind::TensorMatch, source, TensorMatchPayload{std::move(*spec)}, detail);
+}
+
+Expected<size_t> GuardSet::add_len_match(const SourcePtr& source, PyObject* value) {
+  ErrorStash stash;
+  Py_ssize_t length = PyObject_Size(value);
+  if (length < 0) return make_error("len() failed: " + take_error_text());
+  PyTypeObject* type = Py_TYPE(value);
+  return add(GuardKind::LenMatch, source,
+             LenMatchPayload{PyRef::borrow(reinterpret_cast<PyObject*>(type)), length},
+             " " + type_name(type) + " len " + std::to_string(length));
+}
+
+Expected<size_t> GuardSet::add_dict_keys(const SourcePtr& source, PyObject* dict) {
+  if (!PyDict_Check(dict)) return make_error("a " + type_name(Py_TYPE(dict)) + " is not a dict");
+  ErrorStash stash;
+  PyRef keys = PyRef::steal(dict_keys_tuple(dict));  // new
+  if (!keys) return make_error("cannot read the keys: " + take_error_text());
+  if (!is_guardable_constant(keys.get())) return make_error("not all keys are constants");
+  PyTypeObject* type = Py_TYPE(dict);
+  std::string detail = " " + type_name(type) + " " + constants_list_text(keys.get());
+  return add(GuardKind::DictKeys, source,
+             DictKeysPayload{PyRef::borrow(reinterpret_cast<PyObject*>(type)), std::move(keys)},
+             detail);
+}
+
+Expected<size_t> GuardSet::add_dict_version(const SourcePtr& source, PyObject* dict) {
+  if (!PyDict_CheckExact(dict)) {
+    // A dict subclass may keep state outside the dict (an OrderedDict's order).
+    return make_error("a " + type_name(Py_TYPE(dict)) + " is not exactly a dict");
+  }
+  return add(GuardKind::DictVersion, source, DictVersionPayload{dict_version(dict)}, "");
+}
+
+Expected<size_t> GuardSet::add_module_dict_version(const SourcePtr& module_source,
+                                                   PyObject* module) {
+  PyObject* dict = instance_dict(module);  // borrowed
+  if (dict == nullptr) return make_error("a " + type_name(Py_TYPE(module)) + " has no __dict__");
+  return add_dict_version(Source::attr(module_source, "__dict__"), dict);
+}
+
+Expected<size_t> GuardSet::add_no_global_hooks() {
+  ErrorStash stash;
+  PyRef module = PyRef::steal(PyImport_ImportModule(kGlobalHooksModule));  // new
+  if (!module) return make_error("cannot import torch.nn: " + take_error_text());
+  NoGlobalHooksPayload payload;
+  for (const char* name : kGlobalHookNames) {
+    PyRef hooks = PyRef::steal(PyObject_GetAttrString(module.get(), name));  // new
+    if (!hooks) {
+      PyErr_Clear();  // not in this torch version
+      continue;
+    }
+    if (!PyDict_Check(hooks.get())) continue;  // not a hook table in this torch version
+    if (PyDict_GET_SIZE(hooks.get()) != 0) {
+      return make_error(std::string("torch has global module hooks (") + kGlobalHooksModule + "." +
+                        name + ")");
+    }
+    payload.dicts.push_back(std::move(hooks));
+    payload.names.emplace_back(name);
+  }
+  return add(GuardKind::NoGlobalHooks, nullptr, std::move(payload), "");
+}
+
+Expected<size_t> GuardSet::add_no_hooks(const SourcePtr& module_source, PyObject* module) {
+  PyObject* dict = instance_dict(module);  // borrowed
+  if (dict == nullptr) return make_error("a " + type_name(Py_TYPE(module)) + " has no __dict__");
+  NoHooksPayload payload;
+  payload.dict_version = dict_version(dict);
+  for (const char* name : kModuleHookNames) {
+    HookDict hook;
+    hook.name = PyRef::steal(PyUnicode_InternFromString(name));  // new
+    if (!hook.name) {
+      PyErr_Clear();
+      return make_error("out of memory");
+    }
+    PyObject* hooks = PyDict_GetItemWithError(dict, hook.name.get());  // borrowed
+    if (hooks == nullptr && PyErr_Occurred()) PyErr_Clear();
+    if (hooks != nullptr) {
+      if (!PyDict_Check(hooks)) return make_error(std::string(name) + " is not a dict");
+      if (PyDict_GET_SIZE(hooks) != 0) {
+        return make_error(std::string("the module has hooks (") + name + ")");
+      }
+      hook.dict = PyRef::borrow(hooks);
+    }
+    payload.hooks.push_back(std::move(hook));
+  }
+  Expected<size_t> global = add_no_global_hooks();
+  if (!global) return global;
+  return add(GuardKind::NoHooks, module_source, std::move(payload), "");
+}
+
+size_t GuardSet::add_grad_mode(bool enabled) {
+  return *add(GuardKind::GradMode, nullptr, GradModePayload{enabled},
+              std::string(" torch.is_grad_enabled() == ") + python_bool(enabled));
+}
+
+size_t GuardSet::add_default_dtype() {
+  int8_t dtype = default_dtype();
+  return *add(GuardKind::DefaultDtype, nullptr, DefaultDtypePayload{dtype},
+              " torch.get_default_dtype() == torch." + dtype_name(dtype));
+}
+
+size_t GuardSet::add_autocast() {
+  AutocastState state = autocast_state();
+  return *add(GuardKind::Autocast, nullptr, AutocastPayload{state},
+              std::string(" cpu=") + python_bool(state.cpu) + " cuda=" + python_bool(state.cuda));
+}
+
+std::vector<std::string> GuardSet::lines() const {
+  std::vector<std::string> result;
+  result.reserve(guards_.size());
+  for (const Guard& guard : guards_) result.push_back(guard.text);
+  return result;
+}
+
+std::string GuardSet::to_string() const {
+  std::string text;
+  for (const Guard& guard : guards_) text += guard.text + "\n";
+  return text;
+}
+
+}  // namespace dynvm::vm

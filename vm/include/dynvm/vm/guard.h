@@ -1,0 +1,175 @@
+// Guards: the assumptions a trace made, as data. Each kind is listed once with its payload;
+// GuardSet holds a variant's guards in order, without duplicates, and prints them one a line.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "dynvm/support/expected.h"
+#include "dynvm/support/py_ref.h"
+#include "dynvm/vm/source.h"
+#include "dynvm/vm/source_resolver.h"
+#include "dynvm/vm/tensor_spec.h"
+#include "dynvm/vm/torch_state.h"
+
+namespace dynvm::vm {
+
+// Payloads. Every PyRef is owned by the guard; objects compare by identity unless noted.
+
+struct TypeMatchPayload {  // type(src) is type
+  PyRef type;
+};
+struct IdMatchPayload {  // src is object (modules, functions, classes, None/True/False, ...)
+  PyRef object;
+};
+struct ConstantMatchPayload {  // type(src) is type(value) and src == value (constant_matches)
+  PyRef value;                 // None, bool, int, float, str, bytes, complex or tuples of those
+};
+struct TensorMatchPayload {
+  TensorSpec spec;
+};
+struct LenMatchPayload {  // type(src) is type and len(src) == length
+  PyRef type;
+  Py_ssize_t length = 0;
+};
+struct DictKeysPayload {  // type(src) is type and list(src) == list(keys), in order
+  PyRef type;
+  PyRef keys;  // a tuple of constants
+};
+struct DictVersionPayload {  // src is a dict whose version tag (PEP 509) is still `version`
+  uint64_t version = 0;
+};
+// One hook dict an nn.Module instance may carry in its __dict__ ("_forward_hooks", ...).
+struct HookDict {
+  PyRef name;  // interned str
+  PyRef dict;  // the dict bound to `name` when traced; empty when the module had none
+};
+struct NoHooksPayload {       // the module src has no hooks
+  uint64_t dict_version = 0;  // version of src.__dict__ when `hooks` were read
+  std::vector<HookDict> hooks;
+};
+struct NoGlobalHooksPayload {  // torch.nn.modules.module's global hook dicts are empty
+  std::vector<PyRef> dicts;    // torch fills them in place and never rebinds them
+  std::vector<std::string> names;
+};
+struct GradModePayload {
+  bool enabled = true;
+};
+struct DefaultDtypePayload {
+  int8_t dtype = 0;  // a c10::ScalarType
+};
+struct AutocastPayload {
+  AutocastState state;
+};
+
+// X(Kind, NAME as printed, payload type). Kinds after NoHooks read global state, no source.
+#define DYNVM_GUARD_KINDS(X)                                \
+  X(TypeMatch, "TYPE_MATCH", TypeMatchPayload)              \
+  X(IdMatch, "ID_MATCH", IdMatchPayload)                    \
+  X(ConstantMatch, "CONSTANT_MATCH", ConstantMatchPayload)  \
+  X(TensorMatch, "TENSOR_MATCH", TensorMatchPayload)        \
+  X(LenMatch, "LEN_MATCH", LenMatchPayload)                 \
+  X(DictKeys, "DICT_KEYS", DictKeysPayload)                 \
+  X(DictVersion, "DICT_VERSION", DictVersionPayload)        \
+  X(NoHooks, "NO_HOOKS", NoHooksPayload)                    \
+  X(NoGlobalHooks, "NO_GLOBAL_HOOKS", NoGlobalHooksPayload) \
+  X(GradMode, "GRAD_MODE", GradModePayload)                 \
+  X(DefaultDtype, "DEFAULT_DTYPE", DefaultDtypePayload)     \
+  X(Autocast, "AUTOCAST", AutocastPayload)
+
+enum class GuardKind : uint8_t {
+#define DYNVM_GUARD_KIND_ENUM(kind, name, payload) kind,
+  DYNVM_GUARD_KINDS(DYNVM_GUARD_KIND_ENUM)
+#undef DYNVM_GUARD_KIND_ENUM
+};
+
+// A guard's payload, one alternative per kind (std::monostate: a default-constructed Guard).
+#define DYNVM_GUARD_PAYLOAD_TYPE(kind, name, payload) , payload
+using GuardPayload = std::variant<std::monostate DYNVM_GUARD_KINDS(DYNVM_GUARD_PAYLOAD_TYPE)>;
+#undef DYNVM_GUARD_PAYLOAD_TYPE
+
+// "TENSOR_MATCH".
+const char* guard_kind_name(GuardKind kind);
+
+struct Guard {
+  GuardKind kind = GuardKind::TypeMatch;
+  int source = -1;  // slot in the set's SourceTable; -1 for global-state kinds
+  GuardPayload payload;
+  std::string text;  // one line, fixed when the guard is added, e.g. "ID_MATCH G['torch']"
+
+  // The payload as the kind's type; the kind must match.
+  template <typename Payload>
+  const Payload& as() const {
+    return *std::get_if<Payload>(&payload);
+  }
+};
+
+// A compiled variant's guards, in insertion order. Adding a guard equal to one already there
+// (same kind, source and payload) returns the existing guard's index. Built by the VM at trace
+// time; the add_* helpers need the GIL and borrow the objects they are given; their Errors
+// describe the value (the caller names the source). The set holds Python references: destroy
+// it with the GIL held.
+class GuardSet {
+ public:
+  GuardSet() = default;
+  GuardSet(GuardSet&&) noexcept = default;
+  GuardSet& operator=(GuardSet&&) noexcept = default;
+  GuardSet(const GuardSet&) = delete;
+  GuardSet& operator=(const GuardSet&) = delete;
+  ~GuardSet() = default;
+
+  // type(src) is type(value).
+  Expected<size_t> add_type_match(const SourcePtr& source, PyObject* value);
+  // src is value.
+  Expected<size_t> add_id_match(const SourcePtr& source, PyObject* value);
+  // type(src) is type(value) and src == value; an Error unless value is a guardable constant.
+  Expected<size_t> add_constant_match(const SourcePtr& source, PyObject* value);
+  // src is a tensor like `tensor` (tensor_spec_of; its Error when unsupported).
+  Expected<size_t> add_tensor_match(const SourcePtr& source, PyObject* tensor);
+  // type(src) is type(value) and len(src) == len(value).
+  Expected<size_t> add_len_match(const SourcePtr& source, PyObject* value);
+  // type(src) is type(dict) and src's keys are dict's, in order; dict's keys must be constants.
+  Expected<size_t> add_dict_keys(const SourcePtr& source, PyObject* dict);
+  // src (an exact dict) is unchanged since now.
+  Expected<size_t> add_dict_version(const SourcePtr& source, PyObject* dict);
+  // module_source.__dict__ is unchanged since now (attributes set, deleted or rebound).
+  Expected<size_t> add_module_dict_version(const SourcePtr& module_source, PyObject* module);
+  // The module has no forward/backward hooks, nor has torch any global module hook; an Error
+  // when it has some now. Adds NO_GLOBAL_HOOKS once per set.
+  Expected<size_t> add_no_hooks(const SourcePtr& module_source, PyObject* module);
+  // torch's global hook dicts for every module are empty (an Error when they are not now).
+  Expected<size_t> add_no_global_hooks();
+  // torch.is_grad_enabled() == enabled.
+  size_t add_grad_mode(bool enabled);
+  // torch.get_default_dtype() is what it is now.
+  size_t add_default_dtype();
+  // Autocast is on or off, per device type, as it is now.
+  size_t add_autocast();
+
+  const std::vector<Guard>& guards() const { return guards_; }
+  const Guard& operator[](size_t index) const { return guards_[index]; }
+  size_t size() const { return guards_.size(); }
+  bool empty() const { return guards_.empty(); }
+  const SourceTable& sources() const { return sources_; }
+
+  // One line per guard, in order.
+  std::vector<std::string> lines() const;
+  // lines() joined with '\n' (and ending with one when not empty).
+  std::string to_string() const;
+
+ private:
+  Expected<size_t> add(GuardKind kind, const SourcePtr& source, GuardPayload payload,
+                       const std::string& detail);
+
+  std::vector<Guard> guards_;
+  SourceTable sources_;
+  // (kind, source slot) -> indices of the guards with them, for deduplication.
+  std::map<std::pair<int, int>, std::vector<size_t>> index_;
+};
+
+}  // namespace dynvm::vm

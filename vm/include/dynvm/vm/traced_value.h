@@ -1,0 +1,98 @@
+// TracedValue: what the VM knows about one Python value while it traces a frame.
+//
+// A value is either abstract (a tensor known by its metadata and its graph value, a
+// container of traced values) or a concrete Python object the trace treats as fixed
+// (a constant, a module, a function, a class), guarded through its source.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dynvm/support/py_ref.h"
+#include "dynvm/vm/source.h"
+
+namespace dynvm::frontend {
+struct CodeInfo;
+}
+namespace dynvm::graph {
+class Value;
+}
+
+namespace dynvm::vm {
+
+class TracedValue;
+using ValuePtr = std::shared_ptr<TracedValue>;
+
+class TracedValue {
+ public:
+  enum class Kind : uint8_t {
+    Null,          // CPython's NULL on the value stack (before a call, unbound locals)
+    Constant,      // an immutable Python value: None, bool, int, float, complex, str,
+                   // bytes, Ellipsis, a dtype/device/layout/memory format, a code object
+    Tensor,        // a tensor: its fake tensor and its graph value
+    Tuple,         // items (a torch.Size too: see is_size)
+    List,          // items; mutable when created by the trace
+    Dict,          // keys (constants) and values, in insertion order
+    Slice,         // items = start, stop, step
+    Range,         // a range of constants (the range object in obj)
+    Iterator,      // an iterator over items from position `position`
+    Object,        // a concrete object: module, class, function, builtin, nn.Module, ...
+    Function,      // a function made by the trace (MAKE_FUNCTION): code, defaults, closure
+    BoundMethod,   // self_value + function (a TracedValue of kind Object or Function)
+    Cell,          // a cell made by the trace; items[0] is the contents (Null when empty)
+    GradMode,      // torch.no_grad()/enable_grad()/set_grad_enabled(b) context manager
+    GradModeExit,  // the __exit__ of a GradMode, restoring `flag`
+    Super,         // super() bound to (items[0] = class object, items[1] = self)
+  };
+
+  Kind kind = Kind::Null;
+  SourcePtr source;  // where it came from; null for values the trace made
+  PyRef obj;         // Constant/Object/Range: the object; Tensor: the fake tensor
+  graph::Value* graph_value = nullptr;  // Tensor: its graph value
+  PyRef tensor_type;                    // Tensor: the Python type (Tensor, Parameter, ...)
+  std::vector<ValuePtr> items;          // Tuple, List, Slice, Iterator, Cell, Super, Dict values
+  std::vector<ValuePtr> keys;           // Dict: keys (Constant values)
+  size_t position = 0;                  // Iterator: next item
+  bool is_size = false;                 // Tuple: a torch.Size
+  bool mutable_here = false;            // List/Dict/Cell: made by the trace, may be mutated
+  bool flag = false;                    // GradMode/GradModeExit: the grad mode it sets
+  ValuePtr self_value;                  // BoundMethod: self
+  ValuePtr function;                    // BoundMethod: the function
+  // Function made by MAKE_FUNCTION.
+  std::shared_ptr<const frontend::CodeInfo> code;
+  PyRef code_object;    // the PyCodeObject it came from (for eager fallback and names)
+  PyRef globals;        // the globals of the frame that made it
+  ValuePtr defaults;    // Tuple or null
+  ValuePtr kwdefaults;  // Dict or null
+  ValuePtr closure;     // Tuple of Cells or null
+  std::string qualname;
+
+  static ValuePtr null();
+  static ValuePtr constant(PyRef object, SourcePtr source = nullptr);
+  static ValuePtr object(PyRef object, SourcePtr source = nullptr);
+  static ValuePtr tensor(PyRef fake, graph::Value* graph_value, SourcePtr source = nullptr);
+  static ValuePtr tuple(std::vector<ValuePtr> items, SourcePtr source = nullptr);
+  static ValuePtr list(std::vector<ValuePtr> items, bool mutable_here, SourcePtr source = nullptr);
+  static ValuePtr dict(std::vector<ValuePtr> keys, std::vector<ValuePtr> values, bool mutable_here,
+                       SourcePtr source = nullptr);
+  static ValuePtr iterator(std::vector<ValuePtr> items);
+  static ValuePtr cell(ValuePtr contents);
+
+  bool is(Kind k) const { return kind == k; }
+  bool is_null() const { return kind == Kind::Null; }
+  bool is_constant() const { return kind == Kind::Constant; }
+  bool is_tensor() const { return kind == Kind::Tensor; }
+  bool is_sequence() const { return kind == Kind::Tuple || kind == Kind::List; }
+  // Borrowed: the Python object of a Constant or Object; nullptr otherwise.
+  PyObject* py() const { return obj.get(); }
+
+  // Short description for graph-break reasons ("tensor", "list of 3", "int 4").
+  std::string describe() const;
+};
+
+}  // namespace dynvm::vm

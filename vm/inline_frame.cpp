@@ -1,0 +1,681 @@
+// The VM's instruction loop: executes one frame's normalised ops over traced values.
+#include "inline_frame.h"
+
+#include <utility>
+
+#include "trace_context.h"
+
+namespace dynvm::vm {
+
+using frontend::Instruction;
+using frontend::Op;
+
+InlineFrame::InlineFrame(TraceContext& context, std::shared_ptr<const frontend::CodeInfo> code,
+                         PyRef code_object, GlobalsScope scope)
+    : context_(context),
+      code_(std::move(code)),
+      code_object_(std::move(code_object)),
+      scope_(std::move(scope)) {
+  locals.assign(code_->localsplus.size(), TracedValue::null());
+}
+
+int InlineFrame::current_line() const {
+  if (pc_ < 0 || pc_ >= static_cast<int>(code_->instructions.size())) return code_->firstlineno;
+  int line = code_->instructions[pc_].positions.line;
+  return line > 0 ? line : code_->firstlineno;
+}
+
+ValuePtr InlineFrame::pop() {
+  if (stack_.empty()) unsupported("internal: value stack underflow");
+  ValuePtr v = std::move(stack_.back());
+  stack_.pop_back();
+  return v;
+}
+
+ValuePtr& InlineFrame::top() { return peek(1); }
+
+ValuePtr& InlineFrame::peek(int n) {
+  if (n < 1 || static_cast<size_t>(n) > stack_.size()) {
+    unsupported("internal: value stack underflow");
+  }
+  return stack_[stack_.size() - n];
+}
+
+std::vector<ValuePtr> InlineFrame::pop_n(size_t n) {
+  if (n > stack_.size()) unsupported("internal: value stack underflow");
+  std::vector<ValuePtr> out(stack_.end() - n, stack_.end());
+  stack_.resize(stack_.size() - n);
+  return out;
+}
+
+ValuePtr InlineFrame::const_value(int index) {
+  PyObject* consts = reinterpret_cast<PyCodeObject*>(code_object_.get())->co_consts;
+  if (index < 0 || index >= PyTuple_GET_SIZE(consts)) unsupported("internal: bad const index");
+  PyObject* c = PyTuple_GET_ITEM(consts, index);  // borrowed
+  if (PyTuple_Check(c)) {
+    std::vector<ValuePtr> items;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c); ++i) {
+      items.push_back(TracedValue::constant(PyRef::borrow(PyTuple_GET_ITEM(c, i))));
+    }
+    auto t = TracedValue::tuple(std::move(items));
+    t->obj = PyRef::borrow(c);
+    return t;
+  }
+  return TracedValue::constant(PyRef::borrow(c));
+}
+
+ValuePtr InlineFrame::load_global(const std::string& name) {
+  PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
+  PyObject* found = PyDict_GetItemWithError(scope_.globals.get(), key.get());  // borrowed
+  if (found != nullptr) {
+    SourcePtr src =
+        scope_.dict_source ? Source::key(scope_.dict_source, name) : Source::global(name);
+    return context_.wrap(found, src);
+  }
+  if (PyErr_Occurred()) unsupported_from_python_error("global lookup");
+  found = PyDict_GetItemWithError(scope_.builtins.get(), key.get());
+  if (found != nullptr) {
+    return context_.wrap(found, Source::builtin(name));
+  }
+  if (PyErr_Occurred()) unsupported_from_python_error("builtin lookup");
+  unsupported("name '" + name + "' is not defined");
+}
+
+void InlineFrame::jump_if(bool pop_always, bool jump_when, const Instruction& ins, bool none_test) {
+  ValuePtr v = top();
+  bool truth;
+  if (none_test) {
+    if (v->is_tensor()) {
+      truth = false;  // a tensor is never None
+    } else if (v->is_constant() || v->is(TracedValue::Kind::Object)) {
+      truth = v->py() == Py_None;
+    } else {
+      truth = false;
+    }
+  } else {
+    if (v->is_tensor()) {
+      unsupported("data-dependent control flow: branching on the value of a tensor");
+    }
+    truth = truthiness(v);
+  }
+  if (truth == jump_when) {
+    if (pop_always) pop();
+    pc_ = ins.norm.target;
+    jumped_ = true;
+  } else {
+    pop();
+  }
+}
+
+void InlineFrame::do_call(int argc, int kw_names_const) {
+  std::vector<ValuePtr> all = pop_n(static_cast<size_t>(argc));
+  KwArgs kwargs;
+  if (kw_names_const >= 0) {
+    PyObject* consts = reinterpret_cast<PyCodeObject*>(code_object_.get())->co_consts;
+    PyObject* names = PyTuple_GET_ITEM(consts, kw_names_const);  // borrowed tuple of str
+    Py_ssize_t nkw = PyTuple_GET_SIZE(names);
+    size_t first_kw = all.size() - static_cast<size_t>(nkw);
+    for (Py_ssize_t i = 0; i < nkw; ++i) {
+      kwargs.emplace_back(PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i)), all[first_kw + i]);
+    }
+    all.resize(first_kw);
+  }
+  ValuePtr self_or_callable = pop();
+  ValuePtr callable_or_null = pop();
+  ValuePtr callable;
+  if (callable_or_null->is_null()) {
+    callable = self_or_callable;
+  } else {
+    callable = callable_or_null;
+    all.insert(all.begin(), self_or_callable);
+  }
+  if (all.empty() && kwargs.empty() && callable->is(TracedValue::Kind::Object) &&
+      callable->py() == reinterpret_cast<PyObject*>(&PySuper_Type)) {
+    push(zero_argument_super());
+    return;
+  }
+  push(call_value(context_, callable, std::move(all), std::move(kwargs)));
+}
+
+ValuePtr InlineFrame::zero_argument_super() {
+  // super() reads the __class__ cell and the first argument of the calling frame.
+  ValuePtr cls;
+  for (size_t i = 0; i < code_->localsplus.size(); ++i) {
+    if (code_->localsplus[i].name == "__class__" && locals[i]->is(TracedValue::Kind::Cell)) {
+      cls = locals[i]->items[0];
+    }
+  }
+  if (!cls || code_->argcount == 0 || locals.empty()) unsupported("super() outside a method");
+  ValuePtr self = locals[0];
+  if (self->is(TracedValue::Kind::Cell)) self = self->items[0];
+  auto sup = std::make_shared<TracedValue>();
+  sup->kind = TracedValue::Kind::Super;
+  sup->items = {cls, self};
+  return sup;
+}
+
+ValuePtr InlineFrame::run() {
+  const auto& instructions = code_->instructions;
+  int executed = 0;
+  while (!return_value_) {
+    if (pc_ < 0 || pc_ >= static_cast<int>(instructions.size())) {
+      unsupported("internal: execution ran off the end of the code");
+    }
+    if (++executed > context_.options.max_instructions) {
+      unsupported("the trace executed too many instructions (a very long unrolled loop)");
+    }
+    const Instruction& ins = instructions[pc_];
+    jumped_ = false;
+    try {
+      step(ins);
+    } catch (Unsupported& u) {
+      if (u.filename.empty()) {
+        u.filename = code_->filename;
+        u.lineno = current_line();
+      }
+      throw;
+    }
+    if (!jumped_) ++pc_;
+  }
+  return return_value_;
+}
+
+namespace {
+
+const char* unary_operator_name(Op op) {
+  switch (op) {
+    case Op::UnaryPositive:
+      return "pos";
+    case Op::UnaryNegative:
+      return "neg";
+    case Op::UnaryNot:
+      return "not_";
+    case Op::UnaryInvert:
+      return "invert";
+    default:
+      return nullptr;
+  }
+}
+
+ValuePtr make_slice(std::vector<ValuePtr> parts) {
+  auto s = std::make_shared<TracedValue>();
+  s->kind = TracedValue::Kind::Slice;
+  while (parts.size() < 3) parts.push_back(TracedValue::constant(PyRef::borrow(Py_None)));
+  s->items = std::move(parts);
+  return s;
+}
+
+std::string format_value(const ValuePtr& value, int conversion, const ValuePtr& spec) {
+  PyRef object = concrete_object(value);
+  if (!object) unsupported("f-string formatting of a " + value->describe());
+  PyRef converted = object;
+  if (conversion == 1) converted = PyRef::steal(PyObject_Str(object.get()));
+  if (conversion == 2) converted = PyRef::steal(PyObject_Repr(object.get()));
+  if (conversion == 3) converted = PyRef::steal(PyObject_ASCII(object.get()));
+  if (!converted) unsupported_from_python_error("f-string conversion");
+  PyRef spec_object = spec ? concrete_object(spec) : PyRef();
+  PyRef text = PyRef::steal(PyObject_Format(converted.get(), spec_object.get()));
+  if (!text) unsupported_from_python_error("f-string formatting");
+  return PyUnicode_AsUTF8(text.get());
+}
+
+ValuePtr string_constant(const std::string& s) {
+  return TracedValue::constant(
+      PyRef::steal(PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()))));
+}
+
+}  // namespace
+
+void InlineFrame::step(const Instruction& ins) {
+  const auto& n = ins.norm;
+  switch (n.op) {
+    case Op::Nop:
+    case Op::Resume:
+    case Op::CopyFreeVars:  // free slots are filled when the frame is made
+      return;
+    case Op::PopTop:
+      pop();
+      return;
+    case Op::PushNull:
+      push(TracedValue::null());
+      return;
+    case Op::Copy:
+      push(peek(n.arg));
+      return;
+    case Op::Swap:
+      std::swap(peek(1), peek(n.arg));
+      return;
+    case Op::EndFor:
+      pop();
+      pop();
+      return;
+    case Op::LoadConst:
+      push(const_value(n.index));
+      return;
+    case Op::Return:
+      return_value_ = n.index >= 0 ? const_value(n.index) : pop();
+      return;
+    case Op::LoadFast: {
+      ValuePtr v = locals.at(n.index);
+      if (v->is_null()) {
+        unsupported("local variable '" + code_->localsplus[n.index].name +
+                    "' referenced before assignment");
+      }
+      push(v);
+      return;
+    }
+    case Op::LoadFastAndClear:
+      push(locals.at(n.index));
+      locals[n.index] = TracedValue::null();
+      return;
+    case Op::StoreFast:
+      locals.at(n.index) = pop();
+      return;
+    case Op::DeleteFast:
+      locals.at(n.index) = TracedValue::null();
+      return;
+    case Op::MakeCell: {
+      ValuePtr contents = locals.at(n.index);
+      if (contents->is(TracedValue::Kind::Cell)) return;
+      locals[n.index] = TracedValue::cell(contents);
+      return;
+    }
+    case Op::LoadClosure:
+      push(locals.at(n.index));
+      return;
+    case Op::LoadDeref: {
+      ValuePtr cell = locals.at(n.index);
+      if (!cell->is(TracedValue::Kind::Cell) || cell->items.empty() || cell->items[0]->is_null()) {
+        unsupported("free variable '" + code_->localsplus[n.index].name +
+                    "' referenced before assignment");
+      }
+      push(cell->items[0]);
+      return;
+    }
+    case Op::StoreDeref: {
+      ValuePtr cell = locals.at(n.index);
+      if (!cell->is(TracedValue::Kind::Cell)) unsupported("internal: STORE_DEREF on a non-cell");
+      if (!cell->mutable_here) {
+        unsupported("assignment to the nonlocal variable '" + code_->localsplus[n.index].name +
+                    "' of an enclosing function");
+      }
+      cell->items[0] = pop();
+      return;
+    }
+    case Op::LoadGlobal:
+      if (n.flags & frontend::kOpPushNull) push(TracedValue::null());
+      push(load_global(code_->names.at(n.index)));
+      return;
+    case Op::LoadAttr: {
+      ValuePtr obj = pop();
+      const std::string& name = code_->names.at(n.index);
+      ValuePtr attr = load_attribute(context_, obj, name);
+      if (n.flags & frontend::kOpMethod) {
+        push(TracedValue::null());
+      }
+      push(attr);
+      return;
+    }
+    case Op::LoadSuperAttr: {
+      ValuePtr self = pop();
+      ValuePtr cls = pop();
+      pop();  // the global `super`
+      auto sup = std::make_shared<TracedValue>();
+      sup->kind = TracedValue::Kind::Super;
+      sup->items = {cls, self};
+      ValuePtr attr = load_attribute(context_, sup, code_->names.at(n.index));
+      if (n.flags & frontend::kOpMethod) push(TracedValue::null());
+      push(attr);
+      return;
+    }
+    case Op::StoreAttr: {
+      ValuePtr obj = pop();
+      ValuePtr value = pop();
+      (void)value;
+      unsupported("assignment to attribute '" + code_->names.at(n.index) + "' of a " +
+                  obj->describe());
+    }
+    case Op::UnaryPositive:
+    case Op::UnaryNegative:
+    case Op::UnaryNot:
+    case Op::UnaryInvert: {
+      ValuePtr v = pop();
+      if (n.op == Op::UnaryNot && !v->is_tensor()) {
+        push(TracedValue::constant(PyRef::borrow(truthiness(v) ? Py_False : Py_True)));
+        return;
+      }
+      push(unary_operation(context_, unary_operator_name(n.op), v));
+      return;
+    }
+    case Op::BinaryOp: {
+      ValuePtr rhs = pop();
+      ValuePtr lhs = pop();
+      push(binary_operation(context_, n.arg, lhs, rhs));
+      return;
+    }
+    case Op::BinarySubscr: {
+      ValuePtr key = pop();
+      ValuePtr container = pop();
+      push(subscript(context_, container, key));
+      return;
+    }
+    case Op::StoreSubscr: {
+      ValuePtr key = pop();
+      ValuePtr container = pop();
+      ValuePtr value = pop();
+      store_subscript(context_, container, key, value);
+      return;
+    }
+    case Op::BinarySlice: {
+      ValuePtr end = pop();
+      ValuePtr start = pop();
+      ValuePtr container = pop();
+      push(subscript(context_, container, make_slice({start, end})));
+      return;
+    }
+    case Op::StoreSlice: {
+      ValuePtr end = pop();
+      ValuePtr start = pop();
+      ValuePtr container = pop();
+      ValuePtr value = pop();
+      store_subscript(context_, container, make_slice({start, end}), value);
+      return;
+    }
+    case Op::BuildSlice:
+      push(make_slice(pop_n(static_cast<size_t>(n.arg))));
+      return;
+    case Op::CompareOp: {
+      ValuePtr rhs = pop();
+      ValuePtr lhs = pop();
+      push(compare_operation(context_, n.arg, lhs, rhs));
+      return;
+    }
+    case Op::IsOp: {
+      ValuePtr rhs = pop();
+      ValuePtr lhs = pop();
+      bool same;
+      if (lhs->is_tensor() || rhs->is_tensor()) {
+        same = lhs->is_tensor() && rhs->is_tensor() && lhs->graph_value == rhs->graph_value &&
+               lhs->obj.get() == rhs->obj.get();
+      } else if (lhs->py() != nullptr && rhs->py() != nullptr) {
+        same = lhs->py() == rhs->py();
+      } else {
+        same = lhs == rhs;
+        if (!same && (lhs->py() == Py_None || rhs->py() == Py_None)) same = false;
+      }
+      push(TracedValue::constant(PyRef::borrow((same != (n.arg == 1)) ? Py_True : Py_False)));
+      return;
+    }
+    case Op::ContainsOp: {
+      ValuePtr container = pop();
+      ValuePtr item = pop();
+      bool in = contains(context_, item, container);
+      push(TracedValue::constant(PyRef::borrow((in != (n.arg == 1)) ? Py_True : Py_False)));
+      return;
+    }
+    case Op::Jump:
+      pc_ = n.target;
+      jumped_ = true;
+      return;
+    case Op::PopJumpIfFalse:
+      jump_if(true, false, ins);
+      return;
+    case Op::PopJumpIfTrue:
+      jump_if(true, true, ins);
+      return;
+    case Op::PopJumpIfNone:
+      jump_if(true, true, ins, true);
+      return;
+    case Op::PopJumpIfNotNone:
+      jump_if(true, false, ins, true);
+      return;
+    case Op::JumpIfFalseOrPop:
+      jump_if(false, false, ins);
+      return;
+    case Op::JumpIfTrueOrPop:
+      jump_if(false, true, ins);
+      return;
+    case Op::GetIter: {
+      ValuePtr v = pop();
+      if (v->is(TracedValue::Kind::Iterator)) {
+        push(v);
+        return;
+      }
+      push(TracedValue::iterator(iterate(context_, v)));
+      return;
+    }
+    case Op::ForIter: {
+      ValuePtr it = top();
+      if (!it->is(TracedValue::Kind::Iterator)) unsupported("internal: FOR_ITER on a non-iterator");
+      if (it->position >= it->items.size()) {
+        pop();
+        pc_ = n.target;
+        jumped_ = true;
+        return;
+      }
+      push(it->items[it->position++]);
+      return;
+    }
+    case Op::BeforeWith: {
+      ValuePtr manager = pop();
+      if (!manager->is(TracedValue::Kind::GradMode)) {
+        unsupported("'with' on a " + manager->describe() +
+                    " (only torch.no_grad/enable_grad/set_grad_enabled are traced)");
+      }
+      auto exit = std::make_shared<TracedValue>();
+      exit->kind = TracedValue::Kind::GradModeExit;
+      // set_grad_enabled(b) switched the mode when it was called; it restores the mode
+      // it found then.
+      exit->flag = manager->items.empty() ? context_.grad_enabled : truthiness(manager->items[0]);
+      context_.grad_enabled = manager->flag;
+      push(exit);
+      push(TracedValue::constant(PyRef::borrow(Py_None)));
+      return;
+    }
+    case Op::Call:
+      do_call(n.arg, n.index);
+      return;
+    case Op::CallFunctionEx: {
+      ValuePtr kw = (n.arg & 1) ? pop() : nullptr;
+      ValuePtr args = pop();
+      ValuePtr callable = pop();
+      if (!top()->is_null()) {
+        // 3.11/3.12 keep a NULL (or self) below the callable; CALL_FUNCTION_EX ignores it.
+      }
+      pop();
+      std::vector<ValuePtr> positional = unpack_items(context_, args);
+      KwArgs kwargs;
+      if (kw) {
+        if (!kw->is(TracedValue::Kind::Dict)) unsupported("**kwargs of a " + kw->describe());
+        for (size_t i = 0; i < kw->keys.size(); ++i) {
+          PyObject* key = kw->keys[i]->py();
+          if (key == nullptr || !PyUnicode_Check(key)) unsupported("non-string keyword name");
+          kwargs.emplace_back(PyUnicode_AsUTF8(key), kw->items[i]);
+        }
+      }
+      push(call_value(context_, callable, std::move(positional), std::move(kwargs)));
+      return;
+    }
+    case Op::CallIntrinsic1: {
+      auto which = static_cast<frontend::Intrinsic1>(n.arg);
+      ValuePtr v = pop();
+      std::string_view name = frontend::intrinsic1_name(which);
+      if (name == "INTRINSIC_LIST_TO_TUPLE") {
+        push(TracedValue::tuple(unpack_items(context_, v)));
+      } else if (name == "INTRINSIC_UNARY_POSITIVE") {
+        push(unary_operation(context_, "pos", v));
+      } else {
+        unsupported(std::string("intrinsic ") + std::string(name));
+      }
+      return;
+    }
+    case Op::ListToTuple:
+      push(TracedValue::tuple(unpack_items(context_, pop())));
+      return;
+    case Op::MakeFunction: {
+      ValuePtr code_value = pop();
+      auto fn = std::make_shared<TracedValue>();
+      fn->kind = TracedValue::Kind::Function;
+      if (n.arg & 0x08) fn->closure = pop();
+      if (n.arg & 0x04) pop();  // annotations
+      if (n.arg & 0x02) fn->kwdefaults = pop();
+      if (n.arg & 0x01) fn->defaults = pop();
+      PyObject* code_object = code_value->py();
+      if (code_object == nullptr || !PyCode_Check(code_object)) {
+        unsupported("internal: MAKE_FUNCTION without a code object");
+      }
+      fn->code_object = code_value->obj;
+      fn->code = context_.code_info(code_object);
+      fn->globals = scope_.globals;
+      fn->qualname = fn->code->qualname;
+      // The new function's globals scope is this frame's.
+      fn->source = scope_.dict_source;
+      push(fn);
+      return;
+    }
+    case Op::BuildTuple:
+      push(TracedValue::tuple(pop_n(static_cast<size_t>(n.arg))));
+      return;
+    case Op::BuildList:
+      push(TracedValue::list(pop_n(static_cast<size_t>(n.arg)), true));
+      return;
+    case Op::BuildSet: {
+      std::vector<ValuePtr> items = pop_n(static_cast<size_t>(n.arg));
+      PyRef set = PyRef::steal(PySet_New(nullptr));
+      for (const auto& item : items) {
+        PyRef o = concrete_object(item);
+        if (!o || PySet_Add(set.get(), o.get()) < 0) {
+          PyErr_Clear();
+          unsupported("a set of non-constant values");
+        }
+      }
+      push(TracedValue::constant(set));
+      return;
+    }
+    case Op::BuildMap: {
+      std::vector<ValuePtr> kv = pop_n(static_cast<size_t>(n.arg) * 2);
+      std::vector<ValuePtr> keys, values;
+      for (size_t i = 0; i < kv.size(); i += 2) {
+        if (!kv[i]->is_constant()) unsupported("a dict with a non-constant key");
+        keys.push_back(kv[i]);
+        values.push_back(kv[i + 1]);
+      }
+      push(TracedValue::dict(std::move(keys), std::move(values), true));
+      return;
+    }
+    case Op::BuildConstKeyMap: {
+      ValuePtr key_tuple = pop();
+      std::vector<ValuePtr> values = pop_n(static_cast<size_t>(n.arg));
+      push(TracedValue::dict(key_tuple->items, std::move(values), true));
+      return;
+    }
+    case Op::BuildString: {
+      std::vector<ValuePtr> parts = pop_n(static_cast<size_t>(n.arg));
+      std::string s;
+      for (const auto& p : parts) {
+        if (!p->is_constant() || !PyUnicode_Check(p->py())) unsupported("internal: BUILD_STRING");
+        s += PyUnicode_AsUTF8(p->py());
+      }
+      push(string_constant(s));
+      return;
+    }
+    case Op::FormatValue: {
+      ValuePtr spec = (n.flags & frontend::kOpFormatSpec) ? pop() : nullptr;
+      ValuePtr v = pop();
+      push(string_constant(format_value(v, n.arg & 3, spec)));
+      return;
+    }
+    case Op::ListAppend: {
+      ValuePtr v = pop();
+      ValuePtr list = peek(n.arg);
+      list->items.push_back(v);
+      return;
+    }
+    case Op::ListExtend: {
+      ValuePtr iterable = pop();
+      ValuePtr list = peek(n.arg);
+      for (auto& item : unpack_items(context_, iterable)) list->items.push_back(item);
+      return;
+    }
+    case Op::SetAdd:
+    case Op::SetUpdate: {
+      ValuePtr v = pop();
+      ValuePtr set = peek(n.arg);
+      PyRef o = concrete_object(v);
+      if (!set->is_constant() || !PySet_Check(set->py()) || !o) unsupported("a set of tensors");
+      int rc =
+          n.op == Op::SetAdd ? PySet_Add(set->py(), o.get()) : _PySet_Update(set->py(), o.get());
+      if (rc < 0) unsupported_from_python_error("set update");
+      return;
+    }
+    case Op::MapAdd: {
+      ValuePtr value = pop();
+      ValuePtr key = pop();
+      ValuePtr dict = peek(n.arg);
+      if (!key->is_constant()) unsupported("a dict with a non-constant key");
+      dict->keys.push_back(key);
+      dict->items.push_back(value);
+      return;
+    }
+    case Op::DictUpdate:
+    case Op::DictMerge: {
+      ValuePtr other = pop();
+      ValuePtr dict = peek(n.arg);
+      if (!other->is(TracedValue::Kind::Dict)) unsupported("** of a " + other->describe());
+      for (size_t i = 0; i < other->keys.size(); ++i) {
+        bool replaced = false;
+        for (size_t j = 0; j < dict->keys.size(); ++j) {
+          int eq = PyObject_RichCompareBool(dict->keys[j]->py(), other->keys[i]->py(), Py_EQ);
+          if (eq < 0) unsupported_from_python_error("dict key comparison");
+          if (eq) {
+            if (n.op == Op::DictMerge) unsupported("duplicate keyword argument");
+            dict->items[j] = other->items[i];
+            replaced = true;
+          }
+        }
+        if (!replaced) {
+          dict->keys.push_back(other->keys[i]);
+          dict->items.push_back(other->items[i]);
+        }
+      }
+      return;
+    }
+    case Op::UnpackSequence: {
+      std::vector<ValuePtr> items = unpack_items(context_, pop());
+      if (items.size() != static_cast<size_t>(n.arg)) {
+        unsupported("unpacking " + std::to_string(items.size()) + " values into " +
+                    std::to_string(n.arg));
+      }
+      for (auto it = items.rbegin(); it != items.rend(); ++it) push(*it);
+      return;
+    }
+    case Op::UnpackEx: {
+      std::vector<ValuePtr> items = unpack_items(context_, pop());
+      size_t before = static_cast<size_t>(n.arg & 0xFF);
+      size_t after = static_cast<size_t>(n.arg >> 8);
+      if (items.size() < before + after) unsupported("not enough values to unpack");
+      std::vector<ValuePtr> middle(items.begin() + static_cast<long>(before),
+                                   items.end() - static_cast<long>(after));
+      for (size_t i = 0; i < after; ++i) push(items[items.size() - 1 - i]);
+      push(TracedValue::list(std::move(middle), true));
+      for (size_t i = before; i-- > 0;) push(items[i]);
+      return;
+    }
+    case Op::GetLen: {
+      ValuePtr v = top();
+      std::vector<ValuePtr> items = unpack_items(context_, v);
+      push(TracedValue::constant(PyRef::steal(PyLong_FromSize_t(items.size()))));
+      return;
+    }
+    case Op::LoadAssertionError:
+      push(TracedValue::object(PyRef::borrow(PyExc_AssertionError)));
+      return;
+    case Op::RaiseVarargs:
+      unsupported("raise statement reached while tracing");
+    default:
+      unsupported("bytecode " + std::string(frontend::op_name(n.op)) + " (" +
+                  std::string(frontend::opcode_name(ins.opcode)) + ")");
+  }
+}
+
+}  // namespace dynvm::vm

@@ -1,0 +1,96 @@
+// InlineFrame: one Python frame being executed over traced values — the traced
+// function itself or a function it calls, inlined. Private to vm/.
+#pragma once
+
+#include <Python.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dynvm/frontend/code_info.h"
+#include "dynvm/support/py_ref.h"
+#include "dynvm/vm/traced_value.h"
+#include "torch_bridge.h"
+
+namespace dynvm::vm {
+
+class TraceContext;
+
+// Where an inlined frame's global names come from.
+struct GlobalsScope {
+  PyRef globals;           // the globals dict (borrowed by value)
+  PyRef builtins;          // the builtins dict
+  SourcePtr dict_source;   // null: the traced frame's own globals (G[...], B[...])
+};
+
+class InlineFrame {
+ public:
+  InlineFrame(TraceContext& context, std::shared_ptr<const frontend::CodeInfo> code,
+              PyRef code_object, GlobalsScope scope);
+
+  // localsplus slots: parameters first (set by the caller), then locals, cells, frees.
+  std::vector<ValuePtr> locals;
+
+  // Runs to the return; returns the returned value. Throws Unsupported.
+  ValuePtr run();
+
+  const frontend::CodeInfo& code() const { return *code_; }
+  const GlobalsScope& scope() const { return scope_; }
+  // The source line of the instruction being executed.
+  int current_line() const;
+
+ private:
+  void step(const frontend::Instruction& ins);
+  ValuePtr pop();
+  ValuePtr& top();
+  ValuePtr& peek(int n);  // 1 = top
+  void push(ValuePtr v) { stack_.push_back(std::move(v)); }
+  std::vector<ValuePtr> pop_n(size_t n);  // in push order
+
+  ValuePtr load_global(const std::string& name);
+  ValuePtr const_value(int index);
+  void do_call(int argc, int kw_names_const);
+  ValuePtr zero_argument_super();
+  void jump_if(bool pop_always, bool jump_when, const frontend::Instruction& ins,
+               bool none_test = false);
+
+  TraceContext& context_;
+  std::shared_ptr<const frontend::CodeInfo> code_;
+  PyRef code_object_;
+  GlobalsScope scope_;
+  std::vector<ValuePtr> stack_;
+  int pc_ = 0;
+  bool jumped_ = false;
+  ValuePtr return_value_;
+};
+
+// Calls a traced callable with traced arguments (inlining user code). Throws Unsupported.
+ValuePtr call_value(TraceContext& context, const ValuePtr& callable, std::vector<ValuePtr> args,
+                    KwArgs kwargs);
+
+// Inlines a Python function (a live PyFunctionObject reached through `source`, or a
+// function the trace made) with bound arguments.
+ValuePtr inline_function(TraceContext& context, const ValuePtr& function,
+                         std::vector<ValuePtr> args, KwArgs kwargs);
+
+// obj.name for a traced object. Throws Unsupported.
+ValuePtr load_attribute(TraceContext& context, const ValuePtr& object, const std::string& name);
+
+// The operators of the language over traced values. Throw Unsupported.
+ValuePtr binary_operation(TraceContext& context, int binary_op, const ValuePtr& lhs,
+                          const ValuePtr& rhs);
+ValuePtr compare_operation(TraceContext& context, int compare_op, const ValuePtr& lhs,
+                           const ValuePtr& rhs);
+ValuePtr unary_operation(TraceContext& context, const char* python_operator,
+                         const ValuePtr& operand);
+ValuePtr subscript(TraceContext& context, const ValuePtr& container, const ValuePtr& key);
+void store_subscript(TraceContext& context, const ValuePtr& container, const ValuePtr& key,
+                     const ValuePtr& value);
+bool contains(TraceContext& context, const ValuePtr& item, const ValuePtr& container);
+// iter(value) as a list of items, for unrolling. Throws Unsupported.
+std::vector<ValuePtr> iterate(TraceContext& context, const ValuePtr& value);
+// The items of an iterable for unpacking or extending.
+std::vector<ValuePtr> unpack_items(TraceContext& context, const ValuePtr& value);
+
+}  // namespace dynvm::vm

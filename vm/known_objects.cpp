@@ -1,0 +1,91 @@
+// Looks up, once, the Python objects the VM recognises by identity.
+#include "known_objects.h"
+
+#include <string>
+
+namespace dynvm::vm {
+
+namespace {
+
+PyRef attr(PyObject* base, const char* dotted) {
+  PyRef current = PyRef::borrow(base);
+  std::string path(dotted);
+  size_t start = 0;
+  while (current && start <= path.size()) {
+    size_t dot = path.find('.', start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    current = PyRef::steal(PyObject_GetAttrString(current.get(), part.c_str()));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (!current) PyErr_Clear();
+  return current;
+}
+
+KnownObjects* load() {
+  auto* k = new KnownObjects();
+  k->torch = PyRef::steal(PyImport_ImportModule("torch"));
+  if (!k->torch) return nullptr;
+  PyRef nn = PyRef::steal(PyImport_ImportModule("torch.nn"));
+  if (!nn) return nullptr;
+  k->tracing = PyRef::steal(PyImport_ImportModule("dynvm._tracing"));
+  if (!k->tracing) return nullptr;
+  PyObject* t = k->torch.get();
+  k->tensor_type = attr(t, "Tensor");
+  k->tensor_base_type = attr(t, "_C._TensorBase");
+  if (!k->tensor_base_type) k->tensor_base_type = attr(t, "_C.TensorBase");
+  k->parameter_type = attr(t, "nn.Parameter");
+  k->module_type = attr(t, "nn.Module");
+  k->sequential_type = attr(t, "nn.Sequential");
+  k->module_list_type = attr(t, "nn.ModuleList");
+  k->module_dict_type = attr(t, "nn.ModuleDict");
+  k->size_type = attr(t, "Size");
+  k->dtype_type = attr(t, "dtype");
+  k->device_type = attr(t, "device");
+  k->layout_type = attr(t, "layout");
+  k->memory_format_type = attr(t, "memory_format");
+  k->no_grad = attr(t, "no_grad");
+  k->enable_grad = attr(t, "enable_grad");
+  k->set_grad_enabled = attr(t, "set_grad_enabled");
+  k->inference_mode = attr(t, "inference_mode");
+  k->is_grad_enabled = attr(t, "is_grad_enabled");
+  k->jit_is_scripting = attr(t, "jit.is_scripting");
+  k->jit_is_tracing = attr(t, "jit.is_tracing");
+  k->module_call = attr(t, "nn.Module.__call__");
+  k->module_getattr = attr(t, "nn.Module.__getattr__");
+  k->operator_module = PyRef::steal(PyImport_ImportModule("operator"));
+  k->builtins = PyRef::borrow(PyEval_GetBuiltins());
+  return k;
+}
+
+}  // namespace
+
+const KnownObjects* KnownObjects::get() {
+  static KnownObjects* known = nullptr;  // leaked on purpose: lives as long as the process
+  if (known == nullptr) known = load();
+  return known;
+}
+
+bool is_tensor(PyObject* object) {
+  const KnownObjects* k = KnownObjects::get();
+  return k != nullptr &&
+         PyObject_TypeCheck(object, reinterpret_cast<PyTypeObject*>(k->tensor_type.get()));
+}
+
+bool is_module(PyObject* object) {
+  const KnownObjects* k = KnownObjects::get();
+  return k != nullptr &&
+         PyObject_TypeCheck(object, reinterpret_cast<PyTypeObject*>(k->module_type.get()));
+}
+
+std::string module_name_of(PyObject* object) {
+  PyRef name = PyRef::steal(PyObject_GetAttrString(object, "__module__"));
+  if (!name || !PyUnicode_Check(name.get())) {
+    PyErr_Clear();
+    return "";
+  }
+  return PyUnicode_AsUTF8(name.get());
+}
+
+}  // namespace dynvm::vm

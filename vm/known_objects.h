@@ -1,0 +1,42 @@
+// KnownObjects: the Python objects the VM recognises by identity (torch.Tensor,
+// nn.Module, torch.no_grad, builtins.len, ...), looked up once per process. Private to vm/.
+#pragma once
+
+#include <Python.h>
+
+#include <string>
+
+#include "dynvm/support/py_ref.h"
+
+namespace dynvm::vm {
+
+struct KnownObjects {
+  PyRef torch;             // the torch module
+  PyRef tensor_type;       // torch.Tensor
+  PyRef tensor_base_type;  // torch._C._TensorBase
+  PyRef parameter_type;    // torch.nn.Parameter
+  PyRef module_type;       // torch.nn.Module
+  PyRef sequential_type, module_list_type, module_dict_type;
+  PyRef size_type;  // torch.Size
+  PyRef dtype_type, device_type, layout_type, memory_format_type;
+  PyRef no_grad, enable_grad, set_grad_enabled, inference_mode;
+  PyRef is_grad_enabled;
+  PyRef jit_is_scripting, jit_is_tracing;
+  PyRef module_call;            // torch.nn.Module.__call__ (and _call_impl)
+  PyRef module_getattr;         // torch.nn.Module.__getattr__
+  PyRef operator_module;        // the operator module
+  PyRef builtins;               // the builtins module's dict
+  PyRef tracing;                // dynvm._tracing
+
+  // Loads them on first use; false (with the Python error set) when torch is missing.
+  static const KnownObjects* get();
+};
+
+// True for objects of `torch.Tensor` type or a subclass of it.
+bool is_tensor(PyObject* object);  // borrowed
+// True for nn.Module instances.
+bool is_module(PyObject* object);  // borrowed
+// The __module__ of a function, class or builtin as UTF-8 ("" when none).
+std::string module_name_of(PyObject* object);  // borrowed
+
+}  // namespace dynvm::vm

@@ -1,0 +1,378 @@
+// The operators of the language over traced values: arithmetic, comparisons,
+// subscripts, membership and iteration. Tensor operands go to the bridge; concrete
+// operands are computed by CPython itself so the semantics are exactly Python's.
+#include <string>
+#include <utility>
+
+#include "inline_frame.h"
+#include "known_objects.h"
+#include "trace_context.h"
+
+namespace dynvm::vm {
+
+namespace {
+
+const KnownObjects& known() { return *KnownObjects::get(); }
+
+// operator-module names of BINARY_OP's arguments (NB_ADD = 0 ... NB_INPLACE_XOR = 25).
+const char* const kBinaryOperatorNames[] = {
+    "add",    "and_", "floordiv", "lshift", "matmul",  "mul",  "mod",       "or_",     "pow",
+    "rshift", "sub",  "truediv",  "xor",    "iadd",    "iand", "ifloordiv", "ilshift", "imatmul",
+    "imul",   "imod", "ior",      "ipow",   "irshift", "isub", "itruediv",  "ixor"};
+const char* const kCompareOperatorNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+
+PyObject* operator_function(const char* name) {  // borrowed
+  PyObject* fn = PyObject_GetAttrString(known().operator_module.get(), name);
+  Py_XDECREF(fn);  // the operator module keeps it alive
+  if (fn == nullptr) unsupported_from_python_error(std::string("operator.") + name);
+  return fn;
+}
+
+bool has_tensor(const ValuePtr& v) {
+  if (v->is_tensor()) return true;
+  if (v->is_sequence() || v->is(TracedValue::Kind::Slice)) {
+    for (const auto& i : v->items) {
+      if (has_tensor(i)) return true;
+    }
+  }
+  return false;
+}
+
+ValuePtr concrete_call(PyObject* fn, std::initializer_list<PyObject*> args) {
+  PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  Py_ssize_t i = 0;
+  for (PyObject* a : args) {
+    Py_INCREF(a);
+    PyTuple_SET_ITEM(tuple.get(), i++, a);
+  }
+  PyRef result = PyRef::steal(PyObject_Call(fn, tuple.get(), nullptr));
+  if (!result) unsupported_from_python_error("operator");
+  if (PyTuple_CheckExact(result.get())) {
+    std::vector<ValuePtr> items;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(result.get()); ++j) {
+      items.push_back(TracedValue::constant(PyRef::borrow(PyTuple_GET_ITEM(result.get(), j))));
+    }
+    auto t = TracedValue::tuple(std::move(items));
+    t->obj = result;
+    return t;
+  }
+  if (PyObject_TypeCheck(result.get(), reinterpret_cast<PyTypeObject*>(known().size_type.get()))) {
+    std::vector<ValuePtr> items;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(result.get()); ++j) {
+      items.push_back(TracedValue::constant(PyRef::borrow(PyTuple_GET_ITEM(result.get(), j))));
+    }
+    auto t = TracedValue::tuple(std::move(items));
+    t->is_size = true;
+    t->obj = result;
+    return t;
+  }
+  return TracedValue::constant(result);
+}
+
+// A Python integer index from a traced key, or false.
+bool constant_index(const ValuePtr& key, Py_ssize_t* out) {
+  if (!key->is_constant() || !PyIndex_Check(key->py()) || PyBool_Check(key->py())) {
+    if (!(key->is_constant() && PyBool_Check(key->py()))) return false;
+  }
+  Py_ssize_t i = PyNumber_AsSsize_t(key->py(), PyExc_IndexError);
+  if (i == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  *out = i;
+  return true;
+}
+
+std::vector<ValuePtr> module_children(TraceContext& ctx, const ValuePtr& module_value) {
+  PyObject* module = module_value->py();
+  const SourcePtr& src = module_value->source;
+  if (!src) unsupported("iterating an nn.Module with no source");
+  PyRef dict = PyRef::steal(PyObject_GenericGetDict(module, nullptr));
+  PyObject* children = dict ? PyDict_GetItemString(dict.get(), "_modules") : nullptr;
+  if (children == nullptr) unsupported("iterating a module without children");
+  ctx.guard(TraceContext::GuardKind::DictKeys, Source::attr(src, "_modules"), children);
+  std::vector<ValuePtr> out;
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(children, &pos, &k, &v)) {
+    if (v == Py_None) continue;
+    out.push_back(
+        ctx.wrap(v, Source::module_member(Source::Kind::ModuleChild, src, PyUnicode_AsUTF8(k))));
+  }
+  return out;
+}
+
+bool is_module_container(PyObject* o, const PyRef& type) {
+  return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(type.get()));
+}
+
+}  // namespace
+
+ValuePtr binary_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const ValuePtr& rhs) {
+  if (op < 0 || op >= static_cast<int>(sizeof(kBinaryOperatorNames) / sizeof(char*))) {
+    unsupported("binary operator " + std::to_string(op));
+  }
+  const char* name = kBinaryOperatorNames[op];
+  if (lhs->is_tensor() || rhs->is_tensor()) {
+    return ctx.bridge->call(operator_function(name), {lhs, rhs}, {});
+  }
+  bool inplace = op >= 13;
+  int base = inplace ? op - 13 : op;
+  // Sequence concatenation and repetition on traced containers (a torch.Size operand is
+  // computed concretely below so the result stays a torch.Size).
+  if (base == 0 && lhs->is_sequence() && rhs->is_sequence() && !lhs->is_size) {
+    if (inplace && lhs->is(TracedValue::Kind::List)) {
+      if (!lhs->mutable_here) unsupported("+= on a list that existed before the call");
+      for (auto& i : rhs->items) lhs->items.push_back(i);
+      return lhs;
+    }
+    if (lhs->kind == rhs->kind) {
+      std::vector<ValuePtr> items = lhs->items;
+      for (auto& i : rhs->items) items.push_back(i);
+      if (lhs->is(TracedValue::Kind::List)) return TracedValue::list(std::move(items), true);
+      return TracedValue::tuple(std::move(items));
+    }
+  }
+  if (base == 5 && (lhs->is_sequence() != rhs->is_sequence())) {
+    const ValuePtr& seq = lhs->is_sequence() ? lhs : rhs;
+    const ValuePtr& count = lhs->is_sequence() ? rhs : lhs;
+    Py_ssize_t n = 0;
+    if (!seq->is_size && constant_index(count, &n)) {
+      std::vector<ValuePtr> items;
+      for (Py_ssize_t r = 0; r < n; ++r) {
+        for (auto& i : seq->items) items.push_back(i);
+      }
+      if (seq->is(TracedValue::Kind::List)) return TracedValue::list(std::move(items), true);
+      return TracedValue::tuple(std::move(items));
+    }
+  }
+  PyRef a = concrete_object(lhs);
+  PyRef b = concrete_object(rhs);
+  if (!a || !b) {
+    unsupported(std::string("operator ") + name + " on a " + lhs->describe() + " and a " +
+                rhs->describe());
+  }
+  return concrete_call(operator_function(name), {a.get(), b.get()});
+}
+
+ValuePtr compare_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const ValuePtr& rhs) {
+  if (op < 0 || op > 5) unsupported("comparison " + std::to_string(op));
+  const char* name = kCompareOperatorNames[op];
+  if (lhs->is_tensor() || rhs->is_tensor()) {
+    return ctx.bridge->call(operator_function(name), {lhs, rhs}, {});
+  }
+  PyRef a = concrete_object(lhs);
+  PyRef b = concrete_object(rhs);
+  if (!a || !b) {
+    unsupported(std::string("comparison ") + name + " of a " + lhs->describe() + " and a " +
+                rhs->describe());
+  }
+  return concrete_call(operator_function(name), {a.get(), b.get()});
+}
+
+ValuePtr unary_operation(TraceContext& ctx, const char* name, const ValuePtr& operand) {
+  if (operand->is_tensor()) return ctx.bridge->call(operator_function(name), {operand}, {});
+  PyRef a = concrete_object(operand);
+  if (!a) unsupported(std::string("operator ") + name + " on a " + operand->describe());
+  return concrete_call(operator_function(name), {a.get()});
+}
+
+ValuePtr subscript(TraceContext& ctx, const ValuePtr& container, const ValuePtr& key) {
+  if (container->is_tensor()) {
+    return ctx.bridge->call(operator_function("getitem"), {container, key}, {});
+  }
+  if (container->is_sequence()) {
+    Py_ssize_t n = static_cast<Py_ssize_t>(container->items.size());
+    Py_ssize_t i = 0;
+    if (constant_index(key, &i)) {
+      if (i < 0) i += n;
+      if (i < 0 || i >= n) unsupported("index out of range");
+      return container->items[static_cast<size_t>(i)];
+    }
+    if (key->is(TracedValue::Kind::Slice)) {
+      PyRef slice = concrete_object(key);
+      if (!slice) unsupported("slicing with abstract bounds");
+      Py_ssize_t start, stop, step;
+      if (PySlice_Unpack(slice.get(), &start, &stop, &step) < 0) {
+        unsupported_from_python_error("slice");
+      }
+      Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
+      std::vector<ValuePtr> items;
+      for (Py_ssize_t j = 0; j < len; ++j) {
+        items.push_back(container->items[static_cast<size_t>(start + j * step)]);
+      }
+      if (container->is(TracedValue::Kind::List)) return TracedValue::list(std::move(items), true);
+      ValuePtr t = TracedValue::tuple(std::move(items));
+      t->is_size = container->is_size;
+      return t;
+    }
+    unsupported("indexing a " + container->describe() + " with a " + key->describe());
+  }
+  if (container->is(TracedValue::Kind::Dict)) {
+    PyRef k = concrete_object(key);
+    if (!k) unsupported("dict lookup with an abstract key");
+    for (size_t j = 0; j < container->keys.size(); ++j) {
+      int eq = PyObject_RichCompareBool(container->keys[j]->py(), k.get(), Py_EQ);
+      if (eq < 0) unsupported_from_python_error("dict key comparison");
+      if (eq) return container->items[j];
+    }
+    unsupported("KeyError while tracing");
+  }
+  if (container->is(TracedValue::Kind::Object) && is_module(container->py())) {
+    PyObject* module = container->py();
+    const KnownObjects& k = known();
+    if (is_module_container(module, k.module_dict_type)) {
+      PyRef name = concrete_object(key);
+      if (!name || !PyUnicode_Check(name.get())) unsupported("ModuleDict key");
+      for (auto& child : module_children(ctx, container)) {
+        if (child->source->name() == PyUnicode_AsUTF8(name.get())) return child;
+      }
+      unsupported("KeyError in ModuleDict");
+    }
+    if (is_module_container(module, k.sequential_type) ||
+        is_module_container(module, k.module_list_type)) {
+      std::vector<ValuePtr> children = module_children(ctx, container);
+      Py_ssize_t n = static_cast<Py_ssize_t>(children.size()), i = 0;
+      if (constant_index(key, &i)) {
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) unsupported("module index out of range");
+        return children[static_cast<size_t>(i)];
+      }
+    }
+    unsupported("indexing a " + container->describe());
+  }
+  PyRef c = concrete_object(container);
+  PyRef k = concrete_object(key);
+  if (c && k && (container->is_constant() || container->is(TracedValue::Kind::Range))) {
+    return concrete_call(operator_function("getitem"), {c.get(), k.get()});
+  }
+  unsupported("indexing a " + container->describe());
+}
+
+void store_subscript(TraceContext& ctx, const ValuePtr& container, const ValuePtr& key,
+                     const ValuePtr& value) {
+  if (container->is_tensor()) {
+    ctx.bridge->call(operator_function("setitem"), {container, key, value}, {});
+    return;
+  }
+  if (!container->mutable_here) {
+    unsupported("item assignment to a " + container->describe() + " that existed before the call");
+  }
+  if (container->is(TracedValue::Kind::List)) {
+    Py_ssize_t i = 0;
+    Py_ssize_t n = static_cast<Py_ssize_t>(container->items.size());
+    if (!constant_index(key, &i)) unsupported("list assignment with a non-integer index");
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) unsupported("list assignment index out of range");
+    container->items[static_cast<size_t>(i)] = value;
+    return;
+  }
+  if (container->is(TracedValue::Kind::Dict)) {
+    PyRef k = concrete_object(key);
+    if (!k || !key->is_constant()) unsupported("dict assignment with an abstract key");
+    for (size_t j = 0; j < container->keys.size(); ++j) {
+      int eq = PyObject_RichCompareBool(container->keys[j]->py(), k.get(), Py_EQ);
+      if (eq < 0) unsupported_from_python_error("dict key comparison");
+      if (eq) {
+        container->items[j] = value;
+        return;
+      }
+    }
+    container->keys.push_back(key);
+    container->items.push_back(value);
+    return;
+  }
+  unsupported("item assignment to a " + container->describe());
+}
+
+bool contains(TraceContext& ctx, const ValuePtr& item, const ValuePtr& container) {
+  (void)ctx;
+  if (container->is_tensor() || item->is_tensor()) {
+    unsupported("'in' with a tensor (data-dependent)");
+  }
+  PyRef needle = concrete_object(item);
+  if (!needle) unsupported("'in' with a " + item->describe());
+  const std::vector<ValuePtr>* candidates = nullptr;
+  if (container->is(TracedValue::Kind::Dict)) candidates = &container->keys;
+  if (container->is_sequence()) candidates = &container->items;
+  if (candidates != nullptr) {
+    for (const auto& c : *candidates) {
+      PyRef o = concrete_object(c);
+      if (!o) {
+        if (c->is_tensor()) continue;  // a tensor never equals a constant here
+        unsupported("'in' over a container with abstract items");
+      }
+      if (o.get() == needle.get()) return true;
+      int eq = PyObject_RichCompareBool(o.get(), needle.get(), Py_EQ);
+      if (eq < 0) unsupported_from_python_error("'in'");
+      if (eq) return true;
+    }
+    return false;
+  }
+  PyRef hay = concrete_object(container);
+  if (!hay) unsupported("'in' on a " + container->describe());
+  int r = PySequence_Contains(hay.get(), needle.get());
+  if (r < 0) unsupported_from_python_error("'in'");
+  return r == 1;
+}
+
+std::vector<ValuePtr> iterate(TraceContext& ctx, const ValuePtr& value) {
+  switch (value->kind) {
+    case TracedValue::Kind::Tuple:
+    case TracedValue::Kind::List:
+      return value->items;
+    case TracedValue::Kind::Dict:
+      return value->keys;
+    case TracedValue::Kind::Iterator:
+      return std::vector<ValuePtr>(value->items.begin() + static_cast<long>(value->position),
+                                   value->items.end());
+    case TracedValue::Kind::Tensor: {
+      PyRef n = PyRef::steal(PyObject_CallMethod(value->py(), "size", "i", 0));
+      if (!n) unsupported_from_python_error("iterating a 0-d tensor");
+      long long count = PyLong_AsLongLong(n.get());
+      std::vector<ValuePtr> items;
+      for (long long i = 0; i < count; ++i) {
+        items.push_back(
+            subscript(ctx, value, TracedValue::constant(PyRef::steal(PyLong_FromLongLong(i)))));
+      }
+      return items;
+    }
+    case TracedValue::Kind::Object:
+      if (is_module(value->py())) {
+        const KnownObjects& k = known();
+        if (is_module_container(value->py(), k.module_dict_type)) {
+          std::vector<ValuePtr> keys;
+          for (auto& child : module_children(ctx, value)) {
+            keys.push_back(TracedValue::constant(
+                PyRef::steal(PyUnicode_FromString(child->source->name().c_str()))));
+          }
+          return keys;
+        }
+        if (is_module_container(value->py(), k.sequential_type) ||
+            is_module_container(value->py(), k.module_list_type)) {
+          return module_children(ctx, value);
+        }
+      }
+      unsupported("iterating a " + value->describe());
+    case TracedValue::Kind::Constant:
+    case TracedValue::Kind::Range: {
+      PyRef it = PyRef::steal(PyObject_GetIter(value->py()));
+      if (!it) unsupported_from_python_error("iter()");
+      std::vector<ValuePtr> items;
+      while (PyObject* next = PyIter_Next(it.get())) {
+        items.push_back(TracedValue::constant(PyRef::steal(next)));
+        if (items.size() > 100000) unsupported("iterating a very long constant");
+      }
+      if (PyErr_Occurred()) unsupported_from_python_error("iteration");
+      return items;
+    }
+    default:
+      unsupported("iterating a " + value->describe());
+  }
+}
+
+std::vector<ValuePtr> unpack_items(TraceContext& ctx, const ValuePtr& value) {
+  return iterate(ctx, value);
+}
+
+}  // namespace dynvm::vm

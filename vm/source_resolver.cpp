@@ -1,0 +1,215 @@
+// Numbering a guard set's sources and reading them from a live call, each once per check.
+#include "dynvm/vm/source_resolver.h"
+
+#include <utility>
+
+#include "python_values.h"
+
+namespace dynvm::vm {
+
+namespace {
+
+// New reference: an interned str of `text`, or nullptr with a Python error set.
+PyObject* interned(const std::string& text) {
+  PyObject* name = PyUnicode_FromStringAndSize(text.data(), static_cast<Py_ssize_t>(text.size()));
+  if (name != nullptr) PyUnicode_InternInPlace(&name);
+  return name;
+}
+
+const char* member_container(Source::Kind kind) {
+  switch (kind) {
+    case Source::Kind::ModuleParam:
+      return "_parameters";
+    case Source::Kind::ModuleBuffer:
+      return "_buffers";
+    default:
+      return "_modules";
+  }
+}
+
+bool is_root(Source::Kind kind) {
+  return kind == Source::Kind::Local || kind == Source::Kind::Closure ||
+         kind == Source::Kind::Global || kind == Source::Kind::Builtin;
+}
+
+// New reference to dict[key], or nullptr (a Python error set when the lookup raised). `dict`
+// and `key` borrowed; `dict` may be anything.
+PyObject* dict_item(PyObject* dict, PyObject* key) {
+  if (dict == nullptr || !PyDict_Check(dict)) return nullptr;
+  return Py_XNewRef(PyDict_GetItemWithError(dict, key));  // borrowed -> new
+}
+
+}  // namespace
+
+int SourceTable::intern(const SourcePtr& source) {
+  if (!source) return -1;
+  std::string text = source->to_string();
+  auto found = slots_.find(text);
+  if (found != slots_.end()) return found->second;
+
+  Entry entry;
+  entry.source = source;
+  entry.text = text;
+  Source::Kind kind = source->kind();
+  entry.kind = kind;
+  entry.index = source->index();
+  if (is_root(kind) != (source->base() == nullptr)) return -1;  // a malformed chain
+  if (source->base()) {
+    entry.base = intern(source->base());
+    if (entry.base < 0) return -1;
+  }
+  switch (kind) {
+    case Source::Kind::Local:
+    case Source::Kind::Closure:
+      break;
+    case Source::Kind::Global:
+    case Source::Kind::Builtin:
+    case Source::Kind::Attr:
+    case Source::Kind::Key:
+      entry.key = PyRef::steal(interned(source->name()));
+      if (!entry.key) break;
+      entry.is_dict_attr = kind == Source::Kind::Attr && source->name() == "__dict__";
+      break;
+    case Source::Kind::ModuleParam:
+    case Source::Kind::ModuleBuffer:
+    case Source::Kind::ModuleChild:
+      entry.key = PyRef::steal(interned(source->name()));
+      entry.container = PyRef::steal(interned(member_container(kind)));
+      if (!entry.container) entry.key = PyRef();
+      break;
+    case Source::Kind::Index:
+      entry.key = PyRef::steal(PyLong_FromLongLong(static_cast<long long>(source->index())));
+      break;
+  }
+  bool needs_key = kind != Source::Kind::Local && kind != Source::Kind::Closure;
+  if (needs_key && !entry.key) {
+    PyErr_Clear();
+    return -1;
+  }
+  int slot = static_cast<int>(entries_.size());
+  entries_.push_back(std::move(entry));
+  slots_.emplace(std::move(text), slot);
+  return slot;
+}
+
+int SourceTable::find(const std::string& text) const {
+  auto found = slots_.find(text);
+  return found == slots_.end() ? -1 : found->second;
+}
+
+SourceResolver::SourceResolver(const SourceTable& table, const FrameInputs& inputs, bool explain)
+    : table_(table), inputs_(inputs), memo_(inline_memo_), explain_(explain) {
+  size_t count = table.size();
+  if (count > kInlineSlots) {
+    heap_memo_.reset(new Memo[count]);
+    memo_ = heap_memo_.get();
+  }
+  for (size_t i = 0; i < count; ++i) memo_[i] = Memo{nullptr, kUnresolved};
+}
+
+SourceResolver::~SourceResolver() {
+  for (size_t i = 0, count = table_.size(); i < count; ++i) {
+    if (memo_[i].state == kResolved) Py_DECREF(memo_[i].value);
+  }
+}
+
+PyObject* SourceResolver::resolve(int slot) {
+  if (slot < 0 || static_cast<size_t>(slot) >= table_.size()) return nullptr;
+  Memo& memo = memo_[slot];
+  if (memo.state == kResolved) return memo.value;
+  if (memo.state == kFailed) return nullptr;
+  const SourceTable::Entry& entry = table_[slot];
+  PyObject* base = nullptr;  // borrowed from the memo
+  if (entry.base >= 0) {
+    base = resolve(entry.base);
+    if (base == nullptr) {
+      memo.state = kFailed;
+      return nullptr;
+    }
+  }
+  PyObject* value = read(entry, base);  // new
+  if (value == nullptr) {
+    memo.state = kFailed;
+    note_failure(slot);
+    return nullptr;
+  }
+  memo.value = value;
+  memo.state = kResolved;
+  return value;
+}
+
+PyObject* SourceResolver::read(const SourceTable::Entry& entry, PyObject* base) {
+  switch (entry.kind) {
+    case Source::Kind::Local: {
+      int64_t index = entry.index;
+      if (inputs_.locals == nullptr || index < 0 || index >= inputs_.local_count) return nullptr;
+      return Py_XNewRef(inputs_.locals[index]);  // borrowed -> new
+    }
+    case Source::Kind::Closure: {
+      PyObject* closure = inputs_.closure;
+      int64_t index = entry.index;
+      if (closure == nullptr || !PyTuple_Check(closure) || index < 0 ||
+          index >= PyTuple_GET_SIZE(closure)) {
+        return nullptr;
+      }
+      PyObject* cell = PyTuple_GET_ITEM(closure, index);  // borrowed
+      if (!PyCell_Check(cell)) return nullptr;
+      return Py_XNewRef(PyCell_GET(cell));  // borrowed (nullptr: empty cell) -> new
+    }
+    case Source::Kind::Global:
+      return dict_item(inputs_.globals, entry.key.get());
+    case Source::Kind::Builtin:
+      return dict_item(inputs_.builtins, entry.key.get());
+    case Source::Kind::Attr:
+      if (entry.is_dict_attr) {
+        PyObject* dict = instance_dict(base);  // borrowed
+        if (dict != nullptr) return Py_NewRef(dict);
+      }
+      return PyObject_GetAttr(base, entry.key.get());  // new
+    case Source::Kind::ModuleParam:
+    case Source::Kind::ModuleBuffer:
+    case Source::Kind::ModuleChild: {
+      // base.__dict__['_parameters'][name], as nn.Module.__getattr__ finds it, minus the
+      // Python-level call.
+      PyObject* dict = instance_dict(base);  // borrowed
+      if (dict == nullptr) return nullptr;
+      PyObject* members = PyDict_GetItemWithError(dict, entry.container.get());  // borrowed
+      return dict_item(members, entry.key.get());
+    }
+    case Source::Kind::Key:
+      if (PyDict_CheckExact(base)) return dict_item(base, entry.key.get());
+      return PyObject_GetItem(base, entry.key.get());  // new
+    case Source::Kind::Index:
+      if (PyList_CheckExact(base) || PyTuple_CheckExact(base)) {
+        Py_ssize_t size = Py_SIZE(base);
+        Py_ssize_t index = static_cast<Py_ssize_t>(entry.index);
+        if (index < 0) index += size;
+        if (index < 0 || index >= size) return nullptr;
+        return Py_NewRef(PyList_CheckExact(base) ? PyList_GET_ITEM(base, index)
+                                                 : PyTuple_GET_ITEM(base, index));
+      }
+      return PyObject_GetItem(base, entry.key.get());  // new
+  }
+  return nullptr;
+}
+
+void SourceResolver::note_failure(int slot) {
+  if (!explain_ || failed_slot_ >= 0) {
+    if (PyErr_Occurred()) PyErr_Clear();
+    return;
+  }
+  failed_slot_ = slot;
+  failure_ = take_error_text();
+  if (failure_.empty()) failure_ = "not found";
+}
+
+PyRef resolve_source(const SourcePtr& source, const FrameInputs& inputs) {
+  ErrorStash stash;
+  SourceTable table;
+  int slot = table.intern(source);
+  if (slot < 0) return PyRef();
+  SourceResolver resolver(table, inputs);
+  return PyRef::borrow(resolver.resolve(slot));
+}
+
+}  // namespace dynvm::vm

@@ -1,0 +1,462 @@
+// TorchBridge: fake-tensor calls through dynvm._tracing and their records as graph nodes.
+#include "torch_bridge.h"
+
+#include <cctype>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "known_objects.h"
+#include "trace_context.h"
+
+namespace dynvm::vm {
+
+namespace {
+
+std::string str_of(PyObject* o) {  // borrowed
+  PyRef s = PyRef::steal(PyObject_Str(o));
+  if (!s) {
+    PyErr_Clear();
+    return "";
+  }
+  return PyUnicode_AsUTF8(s.get());
+}
+
+std::vector<int64_t> int_tuple(PyObject* o) {  // borrowed sequence of ints
+  std::vector<int64_t> out;
+  PyRef seq = PyRef::steal(PySequence_Fast(o, "expected a sequence"));
+  if (!seq) unsupported_from_python_error("tensor metadata");
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
+    out.push_back(PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq.get(), i)));
+  }
+  return out;
+}
+
+std::optional<graph::DType> dtype_of(PyObject* dtype) {  // borrowed torch.dtype
+  std::string name = str_of(dtype);
+  if (name.rfind("torch.", 0) == 0) name = name.substr(6);
+  return graph::parse_dtype(name);
+}
+
+graph::TensorMeta meta_of_fake(PyObject* fake) {  // borrowed
+  graph::TensorMeta meta;
+  PyRef dtype = PyRef::steal(PyObject_GetAttrString(fake, "dtype"));
+  PyRef device = PyRef::steal(PyObject_GetAttrString(fake, "device"));
+  PyRef shape = PyRef::steal(PyObject_GetAttrString(fake, "shape"));
+  PyRef stride = PyRef::steal(PyObject_CallMethod(fake, "stride", nullptr));
+  PyRef grad = PyRef::steal(PyObject_GetAttrString(fake, "requires_grad"));
+  if (!dtype || !device || !shape || !stride || !grad) {
+    unsupported_from_python_error("tensor metadata");
+  }
+  auto dt = dtype_of(dtype.get());
+  if (!dt) unsupported("tensors of dtype " + str_of(dtype.get()));
+  meta.dtype = *dt;
+  auto dev = graph::parse_device(str_of(device.get()));
+  if (!dev) unsupported("tensors on device " + str_of(device.get()));
+  meta.device = *dev;
+  meta.sizes = int_tuple(shape.get());
+  meta.strides = int_tuple(stride.get());
+  meta.requires_grad = grad.get() == Py_True;
+  return meta;
+}
+
+// A graph input name from a source: L['self'].conv1.weight -> self_conv1_weight.
+std::string input_name_for(const std::string& source_text) {
+  std::string out;
+  bool skip_prefix = source_text.size() > 2 && source_text[1] == '[';
+  for (size_t i = skip_prefix ? 2 : 0; i < source_text.size(); ++i) {
+    char c = source_text[i];
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+      out += c;
+    } else if (!out.empty() && out.back() != '_') {
+      out += '_';
+    }
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "in_" + out;
+  return out;
+}
+
+}  // namespace
+
+TorchBridge::TorchBridge(TraceContext& context) : context_(context) {
+  const KnownObjects* k = KnownObjects::get();
+  if (k == nullptr) unsupported_from_python_error("importing torch and dynvm._tracing");
+  session_ = PyRef::steal(PyObject_CallMethod(k->tracing.get(), "TraceSession", nullptr));
+  if (!session_) unsupported_from_python_error("starting a tracing session");
+}
+
+TorchBridge::~TorchBridge() = default;
+
+size_t TorchBridge::node_count() const { return graph_.num_nodes(); }
+
+ValuePtr TorchBridge::input_tensor(PyObject* real, const SourcePtr& source) {
+  auto it = input_of_real_.find(real);
+  if (it != input_of_real_.end()) return it->second;
+  PyRef fake = PyRef::steal(PyObject_CallMethod(session_.get(), "fake_from_real", "O", real));
+  if (!fake) unsupported_from_python_error("making a fake tensor for " + source->to_string());
+  std::string base = input_name_for(source->to_string());
+  std::string name = base;
+  for (int n = 1; graph_.find_input(name) != nullptr; ++n) name = base + "_" + std::to_string(n);
+  graph::Value* input = graph_.add_input(name, graph::ValueType::tensor(meta_of_fake(fake.get())));
+  inputs_.push_back(InputBinding{source, PyRef()});
+  ValuePtr v = TracedValue::tensor(fake, input, source);
+  v->tensor_type = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(real)));
+  value_of_fake_[fake.get()] = input;
+  fakes_.push_back(fake);
+  input_of_real_[real] = v;
+  reals_.push_back(PyRef::borrow(real));
+  return v;
+}
+
+graph::Value* TorchBridge::value_for_fake(PyObject* fake) {
+  auto it = value_of_fake_.find(fake);
+  return it == value_of_fake_.end() ? nullptr : it->second;
+}
+
+PyRef TorchBridge::to_python(const ValuePtr& value) {
+  switch (value->kind) {
+    case TracedValue::Kind::Tensor:
+    case TracedValue::Kind::Constant:
+    case TracedValue::Kind::Object:
+    case TracedValue::Kind::Range:
+      return value->obj;
+    case TracedValue::Kind::Tuple:
+    case TracedValue::Kind::List: {
+      PyRef list = PyRef::steal(PyList_New(static_cast<Py_ssize_t>(value->items.size())));
+      for (size_t i = 0; i < value->items.size(); ++i) {
+        PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i),
+                        to_python(value->items[i]).release());
+      }
+      if (value->is(TracedValue::Kind::List)) return list;
+      if (value->is_size) {
+        return PyRef::steal(PyObject_CallFunctionObjArgs(KnownObjects::get()->size_type.get(),
+                                                         list.get(), nullptr));
+      }
+      return PyRef::steal(PyList_AsTuple(list.get()));
+    }
+    case TracedValue::Kind::Slice: {
+      PyRef a = to_python(value->items[0]), b = to_python(value->items[1]),
+            c = to_python(value->items[2]);
+      return PyRef::steal(PySlice_New(a.get(), b.get(), c.get()));
+    }
+    case TracedValue::Kind::Dict: {
+      PyRef d = PyRef::steal(PyDict_New());
+      for (size_t i = 0; i < value->keys.size(); ++i) {
+        PyDict_SetItem(d.get(), value->keys[i]->py(), to_python(value->items[i]).get());
+      }
+      return d;
+    }
+    default:
+      unsupported("passing a " + value->describe() + " to a torch function");
+  }
+}
+
+ValuePtr TorchBridge::from_python(PyObject* object) {
+  const KnownObjects* k = KnownObjects::get();
+  if (is_tensor(object)) {
+    graph::Value* v = value_for_fake(object);
+    if (v == nullptr) {
+      unsupported(
+          "a tensor made outside the dispatcher (for example .data or a tensor "
+          "subclass); the trace cannot follow it");
+    }
+    ValuePtr t = TracedValue::tensor(PyRef::borrow(object), v);
+    t->tensor_type = k->tensor_type;
+    return t;
+  }
+  if (PyObject_TypeCheck(object, reinterpret_cast<PyTypeObject*>(k->size_type.get()))) {
+    std::vector<ValuePtr> items;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(object); ++i) {
+      items.push_back(TracedValue::constant(PyRef::borrow(PyTuple_GET_ITEM(object, i))));
+    }
+    ValuePtr t = TracedValue::tuple(std::move(items));
+    t->is_size = true;
+    t->obj = PyRef::borrow(object);
+    return t;
+  }
+  if (PyTuple_Check(object) || PyList_Check(object)) {
+    std::vector<ValuePtr> items;
+    PyRef seq = PyRef::steal(PySequence_Fast(object, ""));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
+      items.push_back(from_python(PySequence_Fast_GET_ITEM(seq.get(), i)));
+    }
+    if (PyList_Check(object)) return TracedValue::list(std::move(items), true);
+    ValuePtr t = TracedValue::tuple(std::move(items));
+    if (!PyTuple_CheckExact(object)) t->obj = PyRef::borrow(object);  // named tuple
+    return t;
+  }
+  if (PyDict_Check(object)) {
+    std::vector<ValuePtr> keys, values;
+    PyObject *dk, *dv;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(object, &pos, &dk, &dv)) {
+      keys.push_back(TracedValue::constant(PyRef::borrow(dk)));
+      values.push_back(from_python(dv));
+    }
+    return TracedValue::dict(std::move(keys), std::move(values), true);
+  }
+  if (PyCallable_Check(object) || PyModule_Check(object)) {
+    return TracedValue::object(PyRef::borrow(object));
+  }
+  return TracedValue::constant(PyRef::borrow(object));
+}
+
+namespace {
+
+// A literal argument of a recorded operator; tensors are handled by the caller.
+bool literal_argument(PyObject* o, graph::Argument* out) {
+  const KnownObjects* k = KnownObjects::get();
+  if (o == Py_None) {
+    *out = graph::Argument::none();
+  } else if (PyBool_Check(o)) {
+    *out = graph::Argument::boolean(o == Py_True);
+  } else if (PyLong_Check(o)) {
+    *out = graph::Argument::integer(PyLong_AsLongLong(o));
+  } else if (PyFloat_Check(o)) {
+    *out = graph::Argument::real(PyFloat_AsDouble(o));
+  } else if (PyUnicode_Check(o)) {
+    *out = graph::Argument::string(PyUnicode_AsUTF8(o));
+  } else if (reinterpret_cast<PyObject*>(Py_TYPE(o)) == k->dtype_type.get()) {
+    auto dt = dtype_of(o);
+    if (!dt) return false;
+    *out = graph::Argument::dtype(*dt);
+  } else if (reinterpret_cast<PyObject*>(Py_TYPE(o)) == k->device_type.get()) {
+    auto dev = graph::parse_device(str_of(o));
+    if (!dev) return false;
+    *out = graph::Argument::device(*dev);
+  } else if (reinterpret_cast<PyObject*>(Py_TYPE(o)) == k->memory_format_type.get()) {
+    std::string name = str_of(o);
+    if (name.rfind("torch.", 0) == 0) name = name.substr(6);
+    auto f = graph::parse_memory_format(name);
+    if (!f) return false;
+    *out = graph::Argument::memory_format(*f);
+  } else if (reinterpret_cast<PyObject*>(Py_TYPE(o)) == k->layout_type.get()) {
+    std::string name = str_of(o);
+    if (name.rfind("torch.", 0) == 0) name = name.substr(6);
+    auto l = graph::parse_layout(name);
+    if (!l) return false;
+    *out = graph::Argument::layout(*l);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void TorchBridge::sync_grad_mode() {
+  if (context_.grad_enabled == graph_grad_mode_) return;
+  graph_grad_mode_ = context_.grad_enabled;
+  graph_.append("dynvm::set_grad_enabled", {graph::Argument::boolean(graph_grad_mode_)}, {});
+}
+
+void TorchBridge::add_records(PyObject* records) {
+  if (PyList_GET_SIZE(records) > 0) sync_grad_mode();
+  Py_ssize_t n = PyList_GET_SIZE(records);
+  for (Py_ssize_t r = 0; r < n; ++r) {
+    PyObject* rec = PyList_GET_ITEM(records, r);  // (name, bound, outputs)
+    const char* op = PyUnicode_AsUTF8(PyTuple_GET_ITEM(rec, 0));
+    PyObject* bound = PyTuple_GET_ITEM(rec, 1);    // list of (name, kwarg_only, value)
+    PyObject* outputs = PyTuple_GET_ITEM(rec, 2);  // list
+    std::function<graph::Argument(PyObject*)> convert = [&](PyObject* o) -> graph::Argument {
+      if (is_tensor(o)) {
+        graph::Value* v = value_for_fake(o);
+        if (v != nullptr) return graph::Argument::value(v);
+        // A real tensor the traced code made from Python data (torch.tensor([...])):
+        // captured as a constant input.
+        PyRef fake_attr = PyRef::steal(PyObject_GetAttrString(o, "fake_mode"));
+        if (fake_attr)
+          unsupported(std::string("operator ") + op + " read a tensor the trace did not make");
+        PyErr_Clear();
+        std::string name = "constant";
+        for (int i = 1; graph_.find_input(name) != nullptr; ++i)
+          name = "constant_" + std::to_string(i);
+        graph::Value* input = graph_.add_input(name, graph::ValueType::tensor(meta_of_fake(o)));
+        inputs_.push_back(InputBinding{nullptr, PyRef::borrow(o)});
+        value_of_fake_[o] = input;
+        fakes_.push_back(PyRef::borrow(o));
+        return graph::Argument::value(input);
+      }
+      graph::Argument a;
+      if (literal_argument(o, &a)) return a;
+      if (PyList_Check(o) || PyTuple_Check(o)) {
+        std::vector<graph::Argument> items;
+        PyRef seq = PyRef::steal(PySequence_Fast(o, ""));
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
+          items.push_back(convert(PySequence_Fast_GET_ITEM(seq.get(), i)));
+        }
+        return graph::Argument::list(std::move(items));
+      }
+      unsupported(std::string("operator ") + op + " takes an argument of type " +
+                  Py_TYPE(o)->tp_name);
+    };
+    std::vector<graph::Argument> args;
+    std::vector<graph::KeywordArgument> kwargs;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(bound); ++i) {
+      PyObject* item = PyList_GET_ITEM(bound, i);
+      const char* arg_name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(item, 0));
+      bool kwarg_only = PyTuple_GET_ITEM(item, 1) == Py_True;
+      graph::Argument a = convert(PyTuple_GET_ITEM(item, 2));
+      if (kwarg_only) {
+        kwargs.push_back(graph::KeywordArgument{arg_name, std::move(a)});
+      } else {
+        args.push_back(std::move(a));
+      }
+    }
+    std::vector<graph::ValueType> types;
+    std::vector<PyObject*> output_fakes;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(outputs); ++i) {
+      PyObject* o = PyList_GET_ITEM(outputs, i);
+      if (!is_tensor(o))
+        unsupported(std::string("operator ") + op + " returns a " + Py_TYPE(o)->tp_name);
+      types.push_back(graph::ValueType::tensor(meta_of_fake(o)));
+      output_fakes.push_back(o);
+    }
+    graph::Node* node = graph_.append(op, std::move(args), std::move(types), std::move(kwargs));
+    for (size_t i = 0; i < output_fakes.size(); ++i) {
+      value_of_fake_[output_fakes[i]] = node->output(i);
+      fakes_.push_back(PyRef::borrow(output_fakes[i]));
+    }
+  }
+}
+
+ValuePtr TorchBridge::call(PyObject* callable, const std::vector<ValuePtr>& args,
+                           const KwArgs& kwargs) {
+  PyRef py_args = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyTuple_SET_ITEM(py_args.get(), static_cast<Py_ssize_t>(i), to_python(args[i]).release());
+  }
+  PyRef py_kwargs = PyRef::steal(PyDict_New());
+  for (const auto& [name, value] : kwargs) {
+    PyDict_SetItemString(py_kwargs.get(), name.c_str(), to_python(value).get());
+  }
+  PyRef result = PyRef::steal(PyObject_CallMethod(session_.get(), "call", "OOOO", callable,
+                                                  py_args.get(), py_kwargs.get(),
+                                                  context_.grad_enabled ? Py_True : Py_False));
+  if (!result) {
+    PyRef name = PyRef::steal(PyObject_GetAttrString(callable, "__name__"));
+    PyErr_Clear();
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_Restore(type, value, tb);
+    unsupported_from_python_error("calling " + (name ? str_of(name.get()) : std::string("torch")));
+  }
+  add_records(PyTuple_GET_ITEM(result.get(), 1));
+  return from_python(PyTuple_GET_ITEM(result.get(), 0));
+}
+
+ValuePtr TorchBridge::call_module(PyObject* module, const SourcePtr& module_source,
+                                  const std::vector<ValuePtr>& args, const KwArgs& kwargs) {
+  // Every parameter and buffer, recursively, as a graph input with its own source.
+  PyRef state = PyRef::steal(PyDict_New());
+  for (const char* kind : {"named_parameters", "named_buffers"}) {
+    PyRef items = PyRef::steal(PyObject_CallMethod(module, kind, nullptr));
+    if (!items) unsupported_from_python_error(kind);
+    PyRef list = PyRef::steal(PySequence_List(items.get()));
+    if (!list) unsupported_from_python_error(kind);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list.get()); ++i) {
+      PyObject* pair = PyList_GET_ITEM(list.get(), i);
+      std::string dotted = PyUnicode_AsUTF8(PyTuple_GET_ITEM(pair, 0));
+      PyObject* tensor = PyTuple_GET_ITEM(pair, 1);
+      SourcePtr src = module_source;
+      size_t start = 0;
+      while (true) {
+        size_t dot = dotted.find('.', start);
+        if (dot == std::string::npos) break;
+        src = Source::module_member(Source::Kind::ModuleChild, src,
+                                    dotted.substr(start, dot - start));
+        start = dot + 1;
+      }
+      src = Source::module_member(
+          kind[6] == 'p' ? Source::Kind::ModuleParam : Source::Kind::ModuleBuffer, src,
+          dotted.substr(start));
+      ValuePtr v = context_.wrap(tensor, src);
+      PyDict_SetItemString(state.get(), dotted.c_str(), v->obj.get());
+    }
+  }
+  PyRef py_args = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyTuple_SET_ITEM(py_args.get(), static_cast<Py_ssize_t>(i), to_python(args[i]).release());
+  }
+  PyRef py_kwargs = PyRef::steal(PyDict_New());
+  for (const auto& [name, value] : kwargs) {
+    PyDict_SetItemString(py_kwargs.get(), name.c_str(), to_python(value).get());
+  }
+  PyRef result = PyRef::steal(PyObject_CallMethod(session_.get(), "call_module", "OOOOO", module,
+                                                  state.get(), py_args.get(), py_kwargs.get(),
+                                                  context_.grad_enabled ? Py_True : Py_False));
+  if (!result) {
+    unsupported_from_python_error(std::string("calling ") + Py_TYPE(module)->tp_name);
+  }
+  add_records(PyTuple_GET_ITEM(result.get(), 1));
+  return from_python(PyTuple_GET_ITEM(result.get(), 0));
+}
+
+OutputRecipe TorchBridge::output_recipe(const ValuePtr& value) {
+  std::vector<graph::Value*> outputs = graph_.outputs();
+  std::function<OutputRecipe(const ValuePtr&)> build = [&](const ValuePtr& v) -> OutputRecipe {
+    OutputRecipe r;
+    switch (v->kind) {
+      case TracedValue::Kind::Tensor: {
+        r.kind = OutputRecipe::Kind::GraphOutput;
+        for (size_t i = 0; i < outputs.size(); ++i) {
+          if (outputs[i] == v->graph_value) r.index = static_cast<int>(i);
+        }
+        if (r.index < 0) {
+          r.index = static_cast<int>(outputs.size());
+          outputs.push_back(v->graph_value);
+        }
+        return r;
+      }
+      case TracedValue::Kind::Constant:
+      case TracedValue::Kind::Range:
+        r.kind = OutputRecipe::Kind::Constant;
+        r.constant = v->obj;
+        return r;
+      case TracedValue::Kind::Object:
+        if (v->source) {
+          r.kind = OutputRecipe::Kind::FromSource;
+          r.source = v->source;
+        } else {
+          r.kind = OutputRecipe::Kind::Constant;
+          r.constant = v->obj;
+        }
+        return r;
+      case TracedValue::Kind::Tuple:
+      case TracedValue::Kind::List: {
+        if (v->is_size) {
+          r.kind = OutputRecipe::Kind::Constant;
+          r.constant = to_python(v);
+          return r;
+        }
+        r.kind =
+            v->is(TracedValue::Kind::Tuple) ? OutputRecipe::Kind::Tuple : OutputRecipe::Kind::List;
+        if (v->is(TracedValue::Kind::Tuple) && v->obj && !PyTuple_CheckExact(v->obj.get())) {
+          r.constant = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get())));
+        }
+        for (const auto& item : v->items) r.items.push_back(build(item));
+        return r;
+      }
+      case TracedValue::Kind::Dict: {
+        r.kind = OutputRecipe::Kind::Dict;
+        PyRef keys = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(v->keys.size())));
+        for (size_t i = 0; i < v->keys.size(); ++i) {
+          PyTuple_SET_ITEM(keys.get(), static_cast<Py_ssize_t>(i),
+                           PyRef(v->keys[i]->obj).release());
+          r.items.push_back(build(v->items[i]));
+        }
+        r.constant = keys;
+        return r;
+      }
+      default:
+        unsupported("returning a " + v->describe());
+    }
+  };
+  OutputRecipe recipe = build(value);
+  graph_.set_outputs(outputs);
+  return recipe;
+}
+
+}  // namespace dynvm::vm

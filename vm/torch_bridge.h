@@ -1,0 +1,64 @@
+// TorchBridge: runs torch callables on fake tensors for the VM and turns the ATen
+// operators they reach into graph nodes. The only part of the VM that talks to torch.
+// Private to vm/.
+#pragma once
+
+#include <Python.h>
+
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "dynvm/graph/graph.h"
+#include "dynvm/support/py_ref.h"
+#include "dynvm/vm/trace.h"
+#include "dynvm/vm/traced_value.h"
+
+namespace dynvm::vm {
+
+class TraceContext;
+
+using KwArgs = std::vector<std::pair<std::string, ValuePtr>>;
+
+class TorchBridge {
+ public:
+  explicit TorchBridge(TraceContext& context);
+  ~TorchBridge();
+
+  // A graph input for a live tensor (borrowed) read from `source`.
+  ValuePtr input_tensor(PyObject* real, const SourcePtr& source);
+  // callable(*args, **kwargs) on fake tensors; the operators it reaches become nodes.
+  ValuePtr call(PyObject* callable, const std::vector<ValuePtr>& args, const KwArgs& kwargs);
+  // A built-in leaf nn.Module called with its parameters and buffers as graph inputs.
+  ValuePtr call_module(PyObject* module, const SourcePtr& module_source,
+                       const std::vector<ValuePtr>& args, const KwArgs& kwargs);
+
+  graph::Graph& graph() { return graph_; }
+  // The grad mode the graph starts under (the caller's, guarded).
+  void set_initial_grad_mode(bool enabled) { graph_grad_mode_ = enabled; }
+  std::vector<InputBinding>& inputs() { return inputs_; }
+  // Marks the graph outputs and returns the recipe rebuilding `value` from them.
+  OutputRecipe output_recipe(const ValuePtr& value);
+  size_t node_count() const;
+
+ private:
+  PyRef to_python(const ValuePtr& value);  // fakes for tensors
+  ValuePtr from_python(PyObject* object);  // borrowed; maps fakes back to graph values
+  void add_records(PyObject* records);     // borrowed list from the tracing session
+  void sync_grad_mode();                   // a set_grad_enabled node when the mode changed
+  graph::Value* value_for_fake(PyObject* fake);  // nullptr when unknown
+
+  TraceContext& context_;
+  PyRef session_;  // dynvm._tracing.TraceSession
+  graph::Graph graph_;
+  std::vector<InputBinding> inputs_;
+  bool graph_grad_mode_ = true;
+  // fake tensor -> its latest graph value; the fakes are kept alive by fakes_.
+  std::unordered_map<PyObject*, graph::Value*> value_of_fake_;
+  std::vector<PyRef> fakes_;
+  std::unordered_map<PyObject*, ValuePtr> input_of_real_;  // real tensor -> its input
+  std::vector<PyRef> reals_;
+};
+
+}  // namespace dynvm::vm

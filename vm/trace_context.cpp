@@ -1,0 +1,265 @@
+// TraceContext: wrapping live objects into traced values (with their guards), the
+// guard list, the code cache, and the helpers that decide truthiness and concreteness.
+#include "trace_context.h"
+
+#include <utility>
+
+#include "dynvm/frontend/decode.h"
+#include "dynvm/frontend/live_code.h"
+#include "known_objects.h"
+#include "torch_bridge.h"
+
+namespace dynvm::vm {
+
+void unsupported(std::string reason) { throw Unsupported{std::move(reason), "", 0}; }
+
+void unsupported_from_python_error(const std::string& what) {
+  std::string text = what;
+  PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+  PyErr_Fetch(&type, &value, &tb);
+  if (type != nullptr) {
+    PyRef t = PyRef::steal(type), v = PyRef::steal(value), b = PyRef::steal(tb);
+    PyRef s = v ? PyRef::steal(PyObject_Str(v.get())) : PyRef();
+    text += ": " + std::string(reinterpret_cast<PyTypeObject*>(type)->tp_name);
+    if (s && PyUnicode_Check(s.get())) text += ": " + std::string(PyUnicode_AsUTF8(s.get()));
+    PyErr_Clear();
+  }
+  unsupported(text);
+}
+
+TraceContext::TraceContext(const TraceOptions& opts) : options(opts) {
+  bridge = std::make_unique<TorchBridge>(*this);
+}
+
+TraceContext::~TraceContext() = default;
+
+void TraceContext::guard(GuardKind kind, const SourcePtr& source, PyObject* object) {
+  if (kind == GuardKind::GradMode) {
+    guards.add_grad_mode(object == Py_True);
+    return;
+  }
+  if (!source) return;  // a value the trace made itself needs no guard
+  Expected<size_t> added = [&]() -> Expected<size_t> {
+    switch (kind) {
+      case GuardKind::TypeMatch:
+        return guards.add_type_match(source, object);
+      case GuardKind::IdMatch:
+        return guards.add_id_match(source, object);
+      case GuardKind::ConstantMatch:
+        return guards.add_constant_match(source, object);
+      case GuardKind::TensorMatch:
+        return guards.add_tensor_match(source, object);
+      case GuardKind::LenMatch:
+        return guards.add_len_match(source, object);
+      case GuardKind::DictKeys:
+        return guards.add_dict_keys(source, object);
+      case GuardKind::NoHooks:
+        return guards.add_no_hooks(source, object);
+      case GuardKind::GradMode:
+        break;
+    }
+    return make_error("unknown guard kind");
+  }();
+  if (!added) unsupported("cannot guard " + source->to_string() + ": " + added.error().message);
+}
+
+std::shared_ptr<const frontend::CodeInfo> TraceContext::code_info(PyObject* code) {
+  // Decoded code, keyed by the code object, which the cache keeps alive.
+  static std::unordered_map<PyObject*, std::pair<PyRef, std::shared_ptr<const frontend::CodeInfo>>>
+      cache;
+  auto it = cache.find(code);
+  if (it != cache.end()) return it->second.second;
+  auto raw = frontend::raw_code_from_live(reinterpret_cast<PyCodeObject*>(code));
+  if (!raw) unsupported("cannot read code object: " + raw.error().message);
+  auto decoded = frontend::decode(*raw.value());
+  if (!decoded) unsupported("cannot decode code object: " + decoded.error().message);
+  auto info = std::make_shared<const frontend::CodeInfo>(std::move(decoded).value());
+  cache.emplace(code, std::make_pair(PyRef::borrow(code), info));
+  return info;
+}
+
+namespace {
+
+bool is_plain_constant(PyObject* o) {
+  return o == Py_None || o == Py_Ellipsis || o == Py_NotImplemented || PyBool_Check(o) ||
+         PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyComplex_CheckExact(o) ||
+         PyUnicode_CheckExact(o) || PyBytes_CheckExact(o);
+}
+
+bool is_torch_enum(const KnownObjects* k, PyObject* o) {
+  PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  return t == k->dtype_type.get() || t == k->layout_type.get() || t == k->memory_format_type.get();
+}
+
+}  // namespace
+
+ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
+  const KnownObjects* k = KnownObjects::get();
+  if (k == nullptr) unsupported_from_python_error("importing torch");
+  std::string key = source ? source->to_string() : "";
+  if (!key.empty()) {
+    auto it = wrapped_.find(key);
+    if (it != wrapped_.end()) return it->second;
+  }
+  ValuePtr result;
+  if (object == Py_None || PyBool_Check(object)) {
+    guard(GuardKind::IdMatch, source, object);
+    result = TracedValue::constant(PyRef::borrow(object), source);
+  } else if (is_plain_constant(object)) {
+    guard(GuardKind::ConstantMatch, source, object);
+    result = TracedValue::constant(PyRef::borrow(object), source);
+  } else if (is_torch_enum(k, object)) {
+    guard(GuardKind::IdMatch, source, object);
+    result = TracedValue::constant(PyRef::borrow(object), source);
+  } else if (reinterpret_cast<PyObject*>(Py_TYPE(object)) == k->device_type.get()) {
+    guard(GuardKind::ConstantMatch, source, object);
+    result = TracedValue::constant(PyRef::borrow(object), source);
+  } else if (is_tensor(object)) {
+    if (!source) unsupported("a tensor with no source");
+    guard(GuardKind::TensorMatch, source, object);
+    result = bridge->input_tensor(object, source);
+  } else if (PyObject_TypeCheck(object, reinterpret_cast<PyTypeObject*>(k->size_type.get()))) {
+    guard(GuardKind::ConstantMatch, source, object);
+    std::vector<ValuePtr> items;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(object); ++i) {
+      items.push_back(TracedValue::constant(PyRef::borrow(PyTuple_GET_ITEM(object, i))));
+    }
+    result = TracedValue::tuple(std::move(items), source);
+    result->is_size = true;
+    result->obj = PyRef::borrow(object);
+  } else if (PyTuple_CheckExact(object) || PyList_CheckExact(object)) {
+    guard(GuardKind::LenMatch, source, object);
+    std::vector<ValuePtr> items;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(object);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      items.push_back(wrap(PySequence_Fast_GET_ITEM(object, i), Source::item(source, i)));
+    }
+    result = PyTuple_CheckExact(object) ? TracedValue::tuple(std::move(items), source)
+                                        : TracedValue::list(std::move(items), false, source);
+    result->obj = PyRef::borrow(object);
+  } else if (PyDict_CheckExact(object)) {
+    guard(GuardKind::DictKeys, source, object);
+    std::vector<ValuePtr> keys, values;
+    PyObject *dk, *dv;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(object, &pos, &dk, &dv)) {  // borrowed
+      if (!PyUnicode_CheckExact(dk)) unsupported("a dict argument with non-string keys");
+      keys.push_back(TracedValue::constant(PyRef::borrow(dk)));
+      values.push_back(wrap(dv, Source::key(source, PyUnicode_AsUTF8(dk))));
+    }
+    result = TracedValue::dict(std::move(keys), std::move(values), false, source);
+    result->obj = PyRef::borrow(object);
+  } else if (PyRange_Check(object)) {
+    guard(GuardKind::ConstantMatch, source, object);
+    auto r = std::make_shared<TracedValue>();
+    r->kind = TracedValue::Kind::Range;
+    r->obj = PyRef::borrow(object);
+    r->source = source;
+    result = r;
+  } else if (PyModule_Check(object) || PyType_Check(object) || PyFunction_Check(object) ||
+             PyCFunction_Check(object) || is_module(object) ||
+             Py_TYPE(object) == &PyMethodDescr_Type || Py_TYPE(object) == &PyWrapperDescr_Type ||
+             Py_TYPE(object) == &PyClassMethodDescr_Type || PyMethod_Check(object)) {
+    guard(GuardKind::IdMatch, source, object);
+    result = TracedValue::object(PyRef::borrow(object), source);
+  } else {
+    // Any other object: its type is fixed, its attributes are guarded as they are read.
+    guard(GuardKind::TypeMatch, source, object);
+    result = TracedValue::object(PyRef::borrow(object), source);
+  }
+  if (!key.empty()) wrapped_[key] = result;
+  return result;
+}
+
+bool truthiness(const ValuePtr& value) {
+  switch (value->kind) {
+    case TracedValue::Kind::Constant: {
+      int t = PyObject_IsTrue(value->py());
+      if (t < 0) unsupported_from_python_error("truth value");
+      return t != 0;
+    }
+    case TracedValue::Kind::Tuple:
+    case TracedValue::Kind::List:
+    case TracedValue::Kind::Dict:
+      return !value->items.empty();
+    case TracedValue::Kind::Tensor:
+      unsupported("data-dependent control flow: the truth value of a tensor");
+    case TracedValue::Kind::Range: {
+      int t = PyObject_IsTrue(value->py());
+      if (t < 0) unsupported_from_python_error("truth value");
+      return t != 0;
+    }
+    case TracedValue::Kind::Object: {
+      PyTypeObject* type = Py_TYPE(value->py());
+      bool has_bool = type->tp_as_number != nullptr && type->tp_as_number->nb_bool != nullptr;
+      bool has_len = (type->tp_as_sequence != nullptr && type->tp_as_sequence->sq_length) ||
+                     (type->tp_as_mapping != nullptr && type->tp_as_mapping->mp_length);
+      if (!has_bool && !has_len) return true;
+      if (is_module(value->py())) {
+        // Containers (Sequential, ModuleList) have a length: the number of children.
+        Py_ssize_t n = PyObject_Length(value->py());
+        if (n < 0) unsupported_from_python_error("len()");
+        return n > 0;
+      }
+      unsupported("the truth value of a " + value->describe());
+    }
+    case TracedValue::Kind::Function:
+    case TracedValue::Kind::BoundMethod:
+    case TracedValue::Kind::Slice:
+    case TracedValue::Kind::Iterator:
+    case TracedValue::Kind::GradMode:
+      return true;
+    default:
+      unsupported("the truth value of a " + value->describe());
+  }
+}
+
+PyRef concrete_object(const ValuePtr& value) {
+  switch (value->kind) {
+    case TracedValue::Kind::Constant:
+    case TracedValue::Kind::Object:
+    case TracedValue::Kind::Range:
+      return value->obj;
+    case TracedValue::Kind::Tuple:
+    case TracedValue::Kind::List: {
+      if (value->is_size && value->obj) return value->obj;
+      PyRef out = PyRef::steal(value->kind == TracedValue::Kind::Tuple
+                                   ? PyTuple_New(static_cast<Py_ssize_t>(value->items.size()))
+                                   : PyList_New(static_cast<Py_ssize_t>(value->items.size())));
+      for (size_t i = 0; i < value->items.size(); ++i) {
+        PyRef item = concrete_object(value->items[i]);
+        if (!item) return PyRef();
+        if (value->kind == TracedValue::Kind::Tuple) {
+          PyTuple_SET_ITEM(out.get(), static_cast<Py_ssize_t>(i), item.release());
+        } else {
+          PyList_SET_ITEM(out.get(), static_cast<Py_ssize_t>(i), item.release());
+        }
+      }
+      return out;
+    }
+    case TracedValue::Kind::Dict: {
+      PyRef out = PyRef::steal(PyDict_New());
+      for (size_t i = 0; i < value->keys.size(); ++i) {
+        PyRef v = concrete_object(value->items[i]);
+        if (!v) return PyRef();
+        if (PyDict_SetItem(out.get(), value->keys[i]->py(), v.get()) < 0) {
+          PyErr_Clear();
+          return PyRef();
+        }
+      }
+      return out;
+    }
+    case TracedValue::Kind::Slice: {
+      PyRef parts[3];
+      for (int i = 0; i < 3; ++i) {
+        parts[i] = concrete_object(value->items[i]);
+        if (!parts[i]) return PyRef();
+      }
+      return PyRef::steal(PySlice_New(parts[0].get(), parts[1].get(), parts[2].get()));
+    }
+    default:
+      return PyRef();
+  }
+}
+
+}  // namespace dynvm::vm

@@ -1,0 +1,75 @@
+// TraceContext: the state shared by every frame of one trace (the root frame and the
+// frames it inlines), and Unsupported, the internal signal that the trace must stop.
+// Private to vm/.
+#pragma once
+
+#include <Python.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dynvm/frontend/code_info.h"
+#include "dynvm/support/py_ref.h"
+#include "dynvm/vm/trace.h"
+#include "dynvm/vm/traced_value.h"
+
+namespace dynvm::vm {
+
+class TorchBridge;
+
+// Thrown inside the VM when it meets something it cannot trace; caught by the tracer,
+// which turns it into a graph break. Never leaves vm/.
+struct Unsupported {
+  std::string reason;
+  std::string filename;  // filled by the frame that was executing
+  int lineno = 0;
+};
+
+[[noreturn]] void unsupported(std::string reason);
+
+// Throws Unsupported carrying the current Python error's text and clears it.
+[[noreturn]] void unsupported_from_python_error(const std::string& what);
+
+class TraceContext {
+ public:
+  explicit TraceContext(const TraceOptions& options);
+  ~TraceContext();
+
+  const TraceOptions& options;
+  std::unique_ptr<TorchBridge> bridge;
+  GuardSet guards;
+  bool grad_enabled = true;  // the grad mode the traced code runs under right now
+  PyRef root_globals;        // the traced function's globals
+  PyRef builtins;            // and its builtins dict
+  int inline_depth = 0;
+
+  // Converts a live object into a traced value, recording the guards that make the
+  // conversion valid. Memoised by source text so a source gives one value.
+  ValuePtr wrap(PyObject* object, const SourcePtr& source);  // borrowed object
+
+  // Guard kinds the VM installs; each maps to a GuardSet::add_* (guard.h).
+  enum class GuardKind { TypeMatch, IdMatch, ConstantMatch, TensorMatch, LenMatch, DictKeys,
+                         NoHooks, GradMode };
+  // Records that `object` (borrowed) read from `source` must stay as it is now in the
+  // way `kind` says. A guard that cannot be expressed ends the trace.
+  void guard(GuardKind kind, const SourcePtr& source, PyObject* object);
+
+  // The decoded code of a live code object, cached for the process.
+  std::shared_ptr<const frontend::CodeInfo> code_info(PyObject* code);  // borrowed
+
+ private:
+  std::map<std::string, ValuePtr> wrapped_;
+};
+
+// Python truthiness of a traced value when it is known without running code
+// (constants, containers, plain objects); throws Unsupported otherwise.
+bool truthiness(const ValuePtr& value);
+
+// A Python object built from a traced value whose every part is concrete (constants,
+// objects, containers of them); nullptr when some part is abstract (a tensor).
+PyRef concrete_object(const ValuePtr& value);
+
+}  // namespace dynvm::vm

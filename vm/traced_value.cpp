@@ -1,0 +1,126 @@
+// Constructors and descriptions of traced values.
+#include "dynvm/vm/traced_value.h"
+
+#include <utility>
+
+namespace dynvm::vm {
+
+ValuePtr TracedValue::null() {
+  static const ValuePtr kNull = [] {
+    auto v = std::make_shared<TracedValue>();
+    v->kind = Kind::Null;
+    return v;
+  }();
+  return kNull;
+}
+
+ValuePtr TracedValue::constant(PyRef object, SourcePtr source) {
+  auto v = std::make_shared<TracedValue>();
+  v->kind = Kind::Constant;
+  v->obj = std::move(object);
+  v->source = std::move(source);
+  return v;
+}
+
+ValuePtr TracedValue::object(PyRef object, SourcePtr source) {
+  auto v = std::make_shared<TracedValue>();
+  v->kind = Kind::Object;
+  v->obj = std::move(object);
+  v->source = std::move(source);
+  return v;
+}
+
+ValuePtr TracedValue::tensor(PyRef fake, graph::Value* graph_value, SourcePtr source) {
+  auto v = std::make_shared<TracedValue>();
+  v->kind = Kind::Tensor;
+  v->obj = std::move(fake);
+  v->graph_value = graph_value;
+  v->source = std::move(source);
+  return v;
+}
+
+ValuePtr TracedValue::tuple(std::vector<ValuePtr> items, SourcePtr source) {
+  auto v = std::make_shared<TracedValue>();
+  v->kind = Kind::Tuple;
+  v->items = std::move(items);
+  v->source = std::move(source);
+  return v;
+}
+
+ValuePtr TracedValue::list(std::vector<ValuePtr> items, bool mutable_here, SourcePtr source) {
+  auto v = std::make_shared<TracedValue>();
+  v->kind = Kind::List;
+  v->items = std::move(items);
+  v->mutable_here = mutable_here;
+  v->source = std::move(source);
+  return v;
+}
+
+ValuePtr TracedValue::dict(std::vector<ValuePtr> keys, std::vector<ValuePtr> values,
+                           bool mutable_here, SourcePtr source) {
+  auto v = std::make_shared<TracedValue>();
+  v->kind = Kind::Dict;
+  v->keys = std::move(keys);
+  v->items = std::move(values);
+  v->mutable_here = mutable_here;
+  v->source = std::move(source);
+  return v;
+}
+
+ValuePtr TracedValue::iterator(std::vector<ValuePtr> items) {
+  auto v = std::make_shared<TracedValue>();
+  v->kind = Kind::Iterator;
+  v->items = std::move(items);
+  return v;
+}
+
+ValuePtr TracedValue::cell(ValuePtr contents) {
+  auto v = std::make_shared<TracedValue>();
+  v->kind = Kind::Cell;
+  v->items = {std::move(contents)};
+  v->mutable_here = true;
+  return v;
+}
+
+std::string TracedValue::describe() const {
+  auto type_name = [](PyObject* o) -> std::string {
+    return o == nullptr ? "?" : Py_TYPE(o)->tp_name;
+  };
+  switch (kind) {
+    case Kind::Null:
+      return "NULL";
+    case Kind::Constant:
+      return type_name(obj.get()) + " constant";
+    case Kind::Tensor:
+      return "tensor";
+    case Kind::Tuple:
+      return (is_size ? "torch.Size of " : "tuple of ") + std::to_string(items.size());
+    case Kind::List:
+      return "list of " + std::to_string(items.size());
+    case Kind::Dict:
+      return "dict of " + std::to_string(keys.size());
+    case Kind::Slice:
+      return "slice";
+    case Kind::Range:
+      return "range";
+    case Kind::Iterator:
+      return "iterator";
+    case Kind::Object:
+      return type_name(obj.get()) + " object";
+    case Kind::Function:
+      return "function " + qualname;
+    case Kind::BoundMethod:
+      return "bound method";
+    case Kind::Cell:
+      return "cell";
+    case Kind::GradMode:
+      return "grad-mode context manager";
+    case Kind::GradModeExit:
+      return "grad-mode exit";
+    case Kind::Super:
+      return "super()";
+  }
+  return "?";
+}
+
+}  // namespace dynvm::vm
