@@ -64,9 +64,10 @@ void TraceContext::guard(GuardKind kind, const SourcePtr& source, PyObject* obje
 }
 
 std::shared_ptr<const frontend::CodeInfo> TraceContext::code_info(PyObject* code) {
-  // Decoded code, keyed by the code object, which the cache keeps alive.
-  static std::unordered_map<PyObject*, std::pair<PyRef, std::shared_ptr<const frontend::CodeInfo>>>
-      cache;
+  // Decoded code, keyed by the code object, which the cache keeps alive. Leaked on
+  // purpose: destroying it after the interpreter is gone would touch Python objects.
+  static auto& cache = *new std::unordered_map<
+      PyObject*, std::pair<PyRef, std::shared_ptr<const frontend::CodeInfo>>>();
   auto it = cache.find(code);
   if (it != cache.end()) return it->second.second;
   auto raw = frontend::raw_code_from_live(reinterpret_cast<PyCodeObject*>(code));

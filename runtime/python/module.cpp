@@ -1,8 +1,13 @@
 // dynvm._C: the extension module behind the dynvm Python package.
 #include <Python.h>
 
+#include <string>
+
 #include "compiled_function_type.h"
 #include "dynvm/dynvm.h"
+#include "dynvm/frontend/decode.h"
+#include "dynvm/frontend/dis_listing.h"
+#include "dynvm/frontend/live_code.h"
 #include "dynvm/runtime/compiled_function.h"
 
 namespace {
@@ -22,7 +27,29 @@ PyObject* module_reset(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// dis_json(code) -> str: the `dynvm dis --json` listing of a live code object and the
+// code objects nested in it, read through the live-code adapter.
+PyObject* module_dis_json(PyObject*, PyObject* code) {
+  if (!PyCode_Check(code)) {
+    PyErr_SetString(PyExc_TypeError, "dis_json() expects a code object");
+    return nullptr;
+  }
+  auto raw = dynvm::frontend::raw_code_from_live(reinterpret_cast<PyCodeObject*>(code));
+  if (!raw) {
+    PyErr_SetString(PyExc_ValueError, raw.error().message.c_str());
+    return nullptr;
+  }
+  auto decoded = dynvm::frontend::decode_recursive(*raw.value());
+  if (!decoded) {
+    PyErr_SetString(PyExc_ValueError, decoded.error().message.c_str());
+    return nullptr;
+  }
+  std::string json = dynvm::frontend::format_dis_json(decoded.value());
+  return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
+}
+
 PyMethodDef kMethods[] = {
+    {"dis_json", module_dis_json, METH_O, "The dis listing of a code object, as JSON."},
     {"counters", module_counters, METH_NOARGS, "The process-wide compilation counters."},
     {"reset", module_reset, METH_NOARGS, "Drop every compiled variant; zero the counters."},
     {nullptr, nullptr, 0, nullptr}};

@@ -18,6 +18,12 @@ def compile_status(compile_requested, backend):
             f"compilation is not available in this build: {reason}; "
             "the script ran in plain CPython"
         )
+    if not getattr(_C, "has_frame_hook", False):
+        return (
+            "compilation is not available in this build: dynvm run compiles frames "
+            "through the frame hook (runtime/), which this build does not have yet; "
+            "the script ran in plain CPython"
+        )
     return "compiled"
 
 

@@ -481,8 +481,8 @@ TEST_CASE("graphs the backend cannot run are errors naming the node", "[codegen_
       // Literals the schema type cannot take.
       {"graph(%x: Tensor):\n  %0: Tensor = aten::view(%x, [2, \"three\"])\n  return (%0)",
        {"argument 'size' (SymInt[]) cannot take [2, \"three\"]"}},
-      {"graph(%x: Tensor):\n  %0: Tensor = aten::add.Tensor(%x, 1.5)\n  return (%0)",
-       {"argument 'other' (Tensor) cannot take 1.5"}},
+      {"graph(%x: Tensor):\n  %0: Tensor = aten::add.Tensor(%x, \"one\")\n  return (%0)",
+       {"argument 'other' (Tensor) cannot take \"one\""}},
       {"graph(%x: Tensor):\n  %0: Tensor = aten::sum.dim_IntList(%x, [0], "
        "dtype=torch.channels_last)\n  return (%0)",
        {"argument 'dtype'", "cannot take torch.channels_last"}},
@@ -503,3 +503,18 @@ TEST_CASE("graphs the backend cannot run are errors naming the node", "[codegen_
 
 }  // namespace
 }  // namespace dynvm::codegen
+
+TEST_CASE("a number where the schema takes a tensor is a wrapped number", "[codegen_aten]") {
+  // x * 2.5 on an int tensor: eager gives float32 (the default dtype), because the 2.5 is a
+  // wrapped number; a plain 0-d double tensor would have given float64.
+  auto graph = dynvm::graph::parse_graph(
+      "graph(%x: i32[2] cpu):\n  %0: f32[2] cpu = aten::mul.Tensor(%x, 2.5)\n  return (%0)");
+  REQUIRE(graph);
+  auto executor = dynvm::codegen::AtenExecutor::build(graph.value());
+  REQUIRE(executor);
+  at::Tensor x = at::arange(2, at::kInt);
+  std::vector<at::Tensor> out = executor.value()->run({x});
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].scalar_type() == at::kFloat);
+  CHECK(at::equal(out[0], x * 2.5));
+}
