@@ -101,6 +101,18 @@ ValuePtr module_attribute(TraceContext& ctx, const ValuePtr& module_value,
   }
   if (class_attr != nullptr) {
     SourcePtr class_src = Source::attr(Source::attr(src, "__class__"), name);
+    static const char* kStructureMethods[] = {"parameters", "named_parameters", "buffers",
+                                              "named_buffers", "children", "named_children",
+                                              "modules", "named_modules"};
+    if (PyFunction_Check(class_attr) && module_name_of(class_attr) == "torch.nn.modules.module") {
+      for (const char* m : kStructureMethods) {
+        if (name == m) {
+          // nn.Module's own generators over the module tree: evaluated by the VM itself.
+          return bound_method(module_value, TracedValue::constant(PyRef::steal(
+                                                PyUnicode_FromString(("module:" + name).c_str()))));
+        }
+      }
+    }
     if (PyFunction_Check(class_attr)) {
       return bound_method(module_value, ctx.wrap(class_attr, class_src));
     }

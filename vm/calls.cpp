@@ -421,6 +421,85 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
   unsupported("call to builtin " + name + "()");
 }
 
+// A module's place in its tree: source of the module at `dotted` below `root`.
+SourcePtr module_path_source(const SourcePtr& root, const std::string& dotted) {
+  SourcePtr src = root;
+  size_t start = 0;
+  while (start < dotted.size()) {
+    size_t dot = dotted.find('.', start);
+    std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos
+                                                                     : dot - start);
+    src = Source::module_member(Source::Kind::ModuleChild, src, part);
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return src;
+}
+
+// nn.Module.parameters() and its relatives, evaluated on the real module tree with every
+// dict they walk guarded, so a module added or removed later means a retrace.
+ValuePtr call_module_structure_method(TraceContext& ctx, const std::string& method,
+                                      const ValuePtr& self, const std::vector<ValuePtr>& args,
+                                      const KwArgs& kwargs) {
+  PyObject* module = self->py();
+  const SourcePtr& src = self->source;
+  if (!src || !all_concrete(args, kwargs)) unsupported(method + "() of a module");
+  // Guard the structure of every module of the tree.
+  PyRef all = PyRef::steal(PyObject_CallMethod(module, "named_modules", nullptr));
+  PyRef all_list = all ? PyRef::steal(PySequence_List(all.get())) : PyRef();
+  if (!all_list) unsupported_from_python_error("named_modules()");
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(all_list.get()); ++i) {
+    PyObject* pair = PyList_GET_ITEM(all_list.get(), i);
+    SourcePtr sub = module_path_source(src, PyUnicode_AsUTF8(PyTuple_GET_ITEM(pair, 0)));
+    PyRef dict = PyRef::steal(PyObject_GenericGetDict(PyTuple_GET_ITEM(pair, 1), nullptr));
+    if (!dict) unsupported_from_python_error("module __dict__");
+    for (const char* members : {"_parameters", "_buffers", "_modules"}) {
+      PyObject* d = PyDict_GetItemString(dict.get(), members);  // borrowed
+      if (d != nullptr) ctx.guard(TraceContext::GuardKind::DictKeys, Source::attr(sub, members), d);
+    }
+  }
+  PyRef fn = PyRef::steal(PyObject_GetAttrString(module, method.c_str()));
+  ValuePtr result_value = call_concrete(fn.get(), args, kwargs);
+  PyRef result = PyRef::steal(PySequence_List(concrete_object(result_value).get()));
+  if (!result) unsupported_from_python_error(method + "()");
+  bool named = method.rfind("named_", 0) == 0;
+  std::string base = named ? method.substr(6) : method;
+  // The names, for the unnamed variants: from the named variant with the same arguments.
+  PyRef names;
+  if (!named) {
+    PyRef named_fn = PyRef::steal(PyObject_GetAttrString(module, ("named_" + base).c_str()));
+    PyRef named_result = PyRef::steal(PySequence_List(
+        concrete_object(call_concrete(named_fn.get(), args, kwargs)).get()));
+    if (!named_result) unsupported_from_python_error(method + "()");
+    names = named_result;
+  }
+  std::vector<ValuePtr> items;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(result.get()); ++i) {
+    PyObject* entry = PyList_GET_ITEM(result.get(), i);
+    PyObject* pair = named ? entry : PyList_GET_ITEM(names.get(), i);
+    std::string dotted = PyUnicode_AsUTF8(PyTuple_GET_ITEM(pair, 0));
+    PyObject* object = PyTuple_GET_ITEM(pair, 1);
+    SourcePtr item_src;
+    if (base == "modules" || base == "children") {
+      item_src = module_path_source(src, dotted);
+    } else {
+      size_t dot = dotted.rfind('.');
+      SourcePtr owner = dot == std::string::npos ? src : module_path_source(src, dotted.substr(0, dot));
+      item_src = Source::module_member(base == "parameters" ? Source::Kind::ModuleParam
+                                                            : Source::Kind::ModuleBuffer,
+                                       owner, dot == std::string::npos ? dotted : dotted.substr(dot + 1));
+    }
+    ValuePtr v = dotted.empty() ? self : ctx.wrap(object, item_src);
+    if (named) {
+      items.push_back(TracedValue::tuple(
+          {TracedValue::constant(PyRef::borrow(PyTuple_GET_ITEM(pair, 0))), v}));
+    } else {
+      items.push_back(v);
+    }
+  }
+  return TracedValue::iterator(std::move(items));
+}
+
 // Methods of lists and dicts made by (or read into) the trace.
 ValuePtr call_container_method(TraceContext& ctx, const std::string& method, const ValuePtr& self,
                                std::vector<ValuePtr> args) {
@@ -618,8 +697,8 @@ ValuePtr inline_function(TraceContext& ctx, const ValuePtr& function, std::vecto
     }
     qualname = code->qualname;
   }
-  if (code->is_generator() || code->is_coroutine() || code->is_async_generator()) {
-    unsupported("calling the generator function " + qualname);
+  if (code->is_coroutine() || code->is_async_generator()) {
+    unsupported("calling the coroutine function " + qualname);
   }
 
   InlineFrame frame(ctx, code, code_object, scope);
@@ -689,6 +768,15 @@ ValuePtr inline_function(TraceContext& ctx, const ValuePtr& function, std::vecto
     TraceContext& c;
     ~DepthGuard() { --c.inline_depth; }
   } depth_guard{ctx};
+  if (code->is_generator()) {
+    // A generator is run to completion at once: what it yields becomes an iterator. The
+    // traced code has no side effects the order of evaluation could reveal, except
+    // errors, which end the trace.
+    std::vector<ValuePtr> yields;
+    frame.collect_yields(&yields);
+    frame.run();
+    return TracedValue::iterator(std::move(yields));
+  }
   return frame.run();
 }
 
@@ -698,9 +786,13 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     case TracedValue::Kind::BoundMethod: {
       if (callable->function->is(TracedValue::Kind::Constant) &&
           callable->function->py() != nullptr && PyUnicode_Check(callable->function->py())) {
-        // A method of a traced container: function holds the method's name.
-        return call_container_method(ctx, PyUnicode_AsUTF8(callable->function->py()),
-                                     callable->self_value, std::move(args));
+        // A method the VM evaluates itself: function holds the method's name.
+        std::string method = PyUnicode_AsUTF8(callable->function->py());
+        if (method.rfind("module:", 0) == 0) {
+          return call_module_structure_method(ctx, method.substr(7), callable->self_value, args,
+                                              kwargs);
+        }
+        return call_container_method(ctx, method, callable->self_value, std::move(args));
       }
       args.insert(args.begin(), callable->self_value);
       return call_value(ctx, callable->function, std::move(args), std::move(kwargs));
@@ -752,7 +844,12 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     if (builtin_named == fn) {
       return call_builtin(ctx, type_name, fn, std::move(args), std::move(kwargs));
     }
-    if ((fn == k.device_type.get() || fn == k.dtype_type.get()) && all_concrete(args, kwargs)) {
+    // torch.device(...), torch.finfo(dtype), torch.iinfo(dtype): value objects of torch.
+    std::string type_module = module_name_of(fn);
+    if ((type_module == "torch" || fn == k.device_type.get()) && all_concrete(args, kwargs) &&
+        (fn == k.device_type.get() || std::string(type_name) == "torch.finfo" ||
+         std::string(type_name) == "torch.iinfo" || std::string(type_name) == "finfo" ||
+         std::string(type_name) == "iinfo")) {
       return call_concrete(fn, args, kwargs);
     }
     unsupported("creating an instance of " + std::string(type_name));

@@ -115,7 +115,7 @@ bool check(const Guard& guard, PyObject* value) {
     case GuardKind::DictKeys:
       return dict_keys_match(guard.as<DictKeysPayload>(), value);
     case GuardKind::DictVersion:
-      return PyDict_Check(value);
+      return PyDict_Check(value) && dict_version(value) == guard.as<DictVersionPayload>().version;
     case GuardKind::NoHooks:
       return module_has_no_hooks(guard.as<NoHooksPayload>(), value, nullptr);
     case GuardKind::NoGlobalHooks:

@@ -667,6 +667,15 @@ void InlineFrame::step(const Instruction& ins) {
       push(TracedValue::constant(PyRef::steal(PyLong_FromSize_t(items.size()))));
       return;
     }
+    case Op::ReturnGenerator:
+      if (yields_ == nullptr) unsupported("internal: a generator frame without a consumer");
+      push(TracedValue::constant(PyRef::borrow(Py_None)));  // popped by the next POP_TOP
+      return;
+    case Op::YieldValue:
+      if (yields_ == nullptr) unsupported("yield outside a generator the VM runs");
+      yields_->push_back(pop());
+      push(TracedValue::constant(PyRef::borrow(Py_None)));  // the value sent in: None
+      return;
     case Op::LoadAssertionError:
       push(TracedValue::object(PyRef::borrow(PyExc_AssertionError)));
       return;

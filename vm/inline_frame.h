@@ -34,6 +34,8 @@ class InlineFrame {
 
   // Runs to the return; returns the returned value. Throws Unsupported.
   ValuePtr run();
+  // Makes the frame a generator run to completion: what it yields is appended here.
+  void collect_yields(std::vector<ValuePtr>* yields) { yields_ = yields; }
 
   const frontend::CodeInfo& code() const { return *code_; }
   const GlobalsScope& scope() const { return scope_; }
@@ -63,6 +65,7 @@ class InlineFrame {
   int pc_ = 0;
   bool jumped_ = false;
   ValuePtr return_value_;
+  std::vector<ValuePtr>* yields_ = nullptr;
 };
 
 // Calls a traced callable with traced arguments (inlining user code). Throws Unsupported.

@@ -28,16 +28,6 @@ PyObject* operator_function(const char* name) {  // borrowed
   return fn;
 }
 
-bool has_tensor(const ValuePtr& v) {
-  if (v->is_tensor()) return true;
-  if (v->is_sequence() || v->is(TracedValue::Kind::Slice)) {
-    for (const auto& i : v->items) {
-      if (has_tensor(i)) return true;
-    }
-  }
-  return false;
-}
-
 ValuePtr concrete_call(PyObject* fn, std::initializer_list<PyObject*> args) {
   PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
   Py_ssize_t i = 0;

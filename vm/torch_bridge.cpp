@@ -307,7 +307,11 @@ void TorchBridge::add_records(PyObject* records) {
     }
     std::vector<graph::ValueType> types;
     std::vector<PyObject*> output_fakes;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(outputs); ++i) {
+    Py_ssize_t noutputs = PyList_GET_SIZE(outputs);
+    // Trailing None results (an optional output not computed, e.g. attention weights)
+    // are not graph values: the node declares the tensors before them.
+    while (noutputs > 0 && PyList_GET_ITEM(outputs, noutputs - 1) == Py_None) --noutputs;
+    for (Py_ssize_t i = 0; i < noutputs; ++i) {
       PyObject* o = PyList_GET_ITEM(outputs, i);
       if (!is_tensor(o))
         unsupported(std::string("operator ") + op + " returns a " + Py_TYPE(o)->tp_name);
@@ -336,10 +340,10 @@ ValuePtr TorchBridge::call(PyObject* callable, const std::vector<ValuePtr>& args
                                                   py_args.get(), py_kwargs.get(),
                                                   context_.grad_enabled ? Py_True : Py_False));
   if (!result) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);  // keep the error while the name is looked up
     PyRef name = PyRef::steal(PyObject_GetAttrString(callable, "__name__"));
     PyErr_Clear();
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
     PyErr_Restore(type, value, tb);
     unsupported_from_python_error("calling " + (name ? str_of(name.get()) : std::string("torch")));
   }

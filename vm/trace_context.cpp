@@ -87,6 +87,10 @@ bool is_plain_constant(PyObject* o) {
          PyUnicode_CheckExact(o) || PyBytes_CheckExact(o);
 }
 
+bool is_ordered_dict(PyObject* o) {
+  return std::string(Py_TYPE(o)->tp_name) == "collections.OrderedDict";
+}
+
 bool is_torch_enum(const KnownObjects* k, PyObject* o) {
   PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
   return t == k->dtype_type.get() || t == k->layout_type.get() || t == k->memory_format_type.get();
@@ -138,7 +142,7 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
     result = PyTuple_CheckExact(object) ? TracedValue::tuple(std::move(items), source)
                                         : TracedValue::list(std::move(items), false, source);
     result->obj = PyRef::borrow(object);
-  } else if (PyDict_CheckExact(object)) {
+  } else if (PyDict_CheckExact(object) || is_ordered_dict(object)) {
     guard(GuardKind::DictKeys, source, object);
     std::vector<ValuePtr> keys, values;
     PyObject *dk, *dv;

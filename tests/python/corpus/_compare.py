@@ -162,3 +162,13 @@ def assert_aliasing_same(actual_out, expected_out, actual_in, expected_in):
             f"{path}: eager returns {want or 'a new tensor'}, compiled returns "
             f"{got or 'a new tensor'}"
         )
+
+
+def op_count(entry):
+    """The number of ops in one entry of an explain report's ops_per_graph: the entry is
+    a list of op names (what dynvm reports) or a count."""
+    if isinstance(entry, int) and not isinstance(entry, bool):
+        return entry
+    assert isinstance(entry, (list, tuple)), f"ops_per_graph entry {entry!r}"
+    assert all(isinstance(name, str) and name for name in entry), f"op names {entry!r}"
+    return len(entry)

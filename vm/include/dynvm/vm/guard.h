@@ -27,8 +27,10 @@ struct TypeMatchPayload {  // type(src) is type
 struct IdMatchPayload {  // src is object (modules, functions, classes, None/True/False, ...)
   PyRef object;
 };
-struct ConstantMatchPayload {  // type(src) is type(value) and src == value (constant_matches)
-  PyRef value;                 // None, bool, int, float, str, bytes, complex or tuples of those
+// type(src) is type(value) and src == value, compared in C per exact type (floats also compare
+// the sign of zero; a NaN matches nothing).
+struct ConstantMatchPayload {
+  PyRef value;  // None, bool, int, float, str, bytes, complex or tuples of those
 };
 struct TensorMatchPayload {
   TensorSpec spec;
@@ -41,7 +43,10 @@ struct DictKeysPayload {  // type(src) is type and list(src) == list(keys), in o
   PyRef type;
   PyRef keys;  // a tuple of constants
 };
-struct DictVersionPayload {  // src is a dict whose version tag (PEP 509) is still `version`
+// src is a dict whose version tag (PEP 509) is still `version`. Tags come from one counter
+// for the whole interpreter, so an equal tag also means the same dict object: no reference to
+// the dict (or an ID_MATCH on its owner) is needed.
+struct DictVersionPayload {
   uint64_t version = 0;
 };
 // One hook dict an nn.Module instance may carry in its __dict__ ("_forward_hooks", ...).
