@@ -64,6 +64,23 @@ PyObject* rebuild(const vm::OutputRecipe& recipe, const std::vector<at::Tensor>&
       PyErr_Clear();
       return PyObject_CallOneArg(type, tuple.get());
     }
+    case Kind::NewObject: {
+      // An instance the traced code made: a fresh object with the attributes it set.
+      PyObject* cls = PyTuple_GET_ITEM(recipe.constant.get(), 0);
+      PyObject* names = PyTuple_GET_ITEM(recipe.constant.get(), 1);
+      PyRef object = PyRef::steal(PyObject_CallMethod(cls, "__new__", "O", cls));
+      if (!object) return nullptr;
+      for (size_t i = 0; i < recipe.items.size(); ++i) {
+        PyRef value = PyRef::steal(rebuild(recipe.items[i], outputs, inputs));
+        if (!value) return nullptr;
+        if (PyObject_GenericSetAttr(object.get(),
+                                    PyTuple_GET_ITEM(names, static_cast<Py_ssize_t>(i)),
+                                    value.get()) < 0) {
+          return nullptr;
+        }
+      }
+      return object.release();
+    }
     case Kind::Dict: {
       PyRef dict = PyRef::steal(PyDict_New());
       PyObject* keys = recipe.constant.get();

@@ -6,6 +6,7 @@
 #include "inline_frame.h"
 #include "known_objects.h"
 #include "trace_context.h"
+#include "user_objects.h"
 
 namespace dynvm::vm {
 
@@ -225,8 +226,15 @@ ValuePtr load_attribute(TraceContext& ctx, const ValuePtr& object, const std::st
       return object_attribute(ctx, object, name);
     case TracedValue::Kind::Super:
       return super_attribute(ctx, object, name);
+    case TracedValue::Kind::NewObject:
+      return new_object_attribute(ctx, object, name);
     case TracedValue::Kind::Constant:
     case TracedValue::Kind::Range: {
+      if (object->mutable_here) {
+        // A set the trace made: its methods mutate it in place (call_container_method).
+        return bound_method(object, TracedValue::constant(
+                                        PyRef::steal(PyUnicode_FromString(name.c_str()))));
+      }
       PyRef value = PyRef::steal(PyObject_GetAttrString(object->py(), name.c_str()));
       if (!value) unsupported_from_python_error("attribute " + name);
       if (PyCFunction_Check(value.get())) return TracedValue::object(value);
@@ -235,6 +243,7 @@ ValuePtr load_attribute(TraceContext& ctx, const ValuePtr& object, const std::st
     case TracedValue::Kind::Tuple:
     case TracedValue::Kind::List:
     case TracedValue::Kind::Dict: {
+      if (ValuePtr field = named_tuple_field(object, name)) return field;
       if (object->is(TracedValue::Kind::Tuple) && object->obj && !object->is_size) {
         // A named tuple (torch.return_types.max, a user namedtuple): fields by name.
         PyRef value = PyRef::steal(PyObject_GetAttrString(object->obj.get(), name.c_str()));

@@ -8,6 +8,7 @@
 #include "inline_frame.h"
 #include "known_objects.h"
 #include "trace_context.h"
+#include "user_objects.h"
 
 namespace dynvm::vm {
 
@@ -146,6 +147,7 @@ bool is_pure_module(const std::string& module) {
 bool is_immutable_constant(PyObject* o) {
   return o != nullptr &&
          (PyUnicode_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyBytes_Check(o) ||
+          PyRange_Check(o) ||
           PyTuple_Check(o) || PyComplex_Check(o) || PyFrozenSet_Check(o));
 }
 
@@ -209,6 +211,10 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
                       std::vector<ValuePtr> args, KwArgs kwargs) {
   if (name == "len" && args.size() == 1) {
     const ValuePtr& v = args[0];
+    if (v->is(TracedValue::Kind::NewObject)) {
+      if (ValuePtr n = call_dunder(ctx, v, "__len__", {})) return n;
+      unsupported("len() of a " + v->describe());
+    }
     if (v->is_tensor()) {
       PyRef n = PyRef::steal(PyObject_CallMethod(v->py(), "size", "i", 0));
       if (!n) unsupported_from_python_error("len() of a 0-d tensor");
@@ -233,7 +239,11 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       if (r < 0) unsupported_from_python_error("issubclass()");
       return bool_value(r);
     }
-    if (v->is_tensor()) {
+    if (v->is(TracedValue::Kind::NewObject)) {
+      type_of = v->class_value->py();
+    } else if (v->is(TracedValue::Kind::Tuple) && v->class_value) {
+      type_of = v->class_value->py();
+    } else if (v->is_tensor()) {
       type_of = v->tensor_type ? v->tensor_type.get() : known().tensor_type.get();
     } else if (v->is(TracedValue::Kind::Tuple)) {
       type_of = v->is_size ? known().size_type.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
@@ -280,6 +290,8 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
   }
   if (name == "type" && args.size() == 1) {
     const ValuePtr& v = args[0];
+    if (v->is(TracedValue::Kind::NewObject)) return v->class_value;
+    if (v->is(TracedValue::Kind::Tuple) && v->class_value) return v->class_value;
     if (v->is_tensor()) {
       return TracedValue::object(v->tensor_type ? v->tensor_type : known().tensor_type);
     }
@@ -292,6 +304,32 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     if (v->is(TracedValue::Kind::Dict))
       return TracedValue::object(PyRef::borrow(reinterpret_cast<PyObject*>(&PyDict_Type)));
     unsupported("type() of a " + v->describe());
+  }
+  if (name == "sorted") {
+    std::vector<ValuePtr> items = iterate(ctx, args.at(0));
+    PyRef list = PyRef::steal(PyList_New(0));
+    for (const auto& i : items) {
+      PyRef o = concrete_object(i);
+      if (!o) unsupported("sorted() of abstract values");
+      PyList_Append(list.get(), o.get());
+    }
+    std::vector<ValuePtr> rest(args.begin() + 1, args.end());
+    rest.insert(rest.begin(), TracedValue::constant(list));
+    if (!all_concrete(rest, kwargs)) unsupported("sorted() with an abstract key");
+    return call_concrete(callable, rest, kwargs);
+  }
+  if (name == "filter" && args.size() == 2) {
+    std::vector<ValuePtr> out;
+    for (const auto& i : iterate(ctx, args[1])) {
+      bool keep = args[0]->py() == Py_None ? truthiness(i)
+                                           : truthiness(call_value(ctx, args[0], {i}, {}));
+      if (keep) out.push_back(i);
+    }
+    return TracedValue::iterator(std::move(out));
+  }
+  if ((name == "pow" || name == "round" || name == "divmod") &&
+      std::any_of(args.begin(), args.end(), [](const ValuePtr& a) { return a->is_tensor(); })) {
+    return ctx.bridge->call(callable, args, kwargs);
   }
   if (name == "range" || name == "slice" || name == "frozenset" || name == "sorted" ||
       name == "round" || name == "divmod" || name == "pow" || name == "repr" || name == "str" ||
@@ -320,7 +358,10 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
   if (name == "min" || name == "max" || name == "abs" || name == "sum" || name == "any" ||
       name == "all") {
     std::vector<ValuePtr> items = args;
-    if (args.size() == 1 && name != "abs") items = iterate(ctx, args[0]);
+    // sum/any/all take one iterable; min/max take an iterable or several values.
+    bool takes_iterable = name == "sum" || name == "any" || name == "all" ||
+                          ((name == "min" || name == "max") && args.size() == 1);
+    if (takes_iterable && !args.empty()) items = iterate(ctx, args[0]);
     bool any_tensor = false;
     for (const auto& i : items) any_tensor = any_tensor || i->is_tensor();
     if (!any_tensor && all_concrete(args, kwargs)) return call_concrete(callable, args, kwargs);
@@ -610,6 +651,29 @@ ValuePtr call_container_method(TraceContext& ctx, const std::string& method, con
       return self->items.back();
     }
   }
+  if (self->is_constant() && self->mutable_here && self->py() != nullptr &&
+      PyAnySet_Check(self->py())) {
+    // A set the trace made: its methods run on the real set object.
+    if (!all_concrete(args, {})) unsupported("a set of abstract values");
+    PyRef fn = PyRef::steal(PyObject_GetAttrString(self->py(), method.c_str()));
+    if (!fn) unsupported_from_python_error("set." + method);
+    return call_concrete(fn.get(), args, {});
+  }
+  if (self->is(TracedValue::Kind::List) && method == "sort") {
+    require_mutable();
+    PyRef list = concrete_object(self);
+    if (!list) unsupported("sorting a list of abstract values");
+    KwArgs none;
+    ValuePtr sorted = call_concrete(PyDict_GetItemString(known().builtins.get(), "sorted"),
+                                    {TracedValue::constant(list)}, none);
+    self->items = sorted->items;
+    return none_value();
+  }
+  if (self->is_size && method == "numel") {
+    long long n = 1;
+    for (const auto& i : self->items) n *= PyLong_AsLongLong(i->py());
+    return int_value(n);
+  }
   if (self->is(TracedValue::Kind::Tuple) || self->is(TracedValue::Kind::List)) {
     if (method == "index" || method == "count") {
       PyRef seq = concrete_object(self);
@@ -792,6 +856,17 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
           return call_module_structure_method(ctx, method.substr(7), callable->self_value, args,
                                               kwargs);
         }
+        if (!kwargs.empty()) {
+          if (method != "update" || !args.empty()) {
+            unsupported("keyword arguments to " + method + "()");
+          }
+          std::vector<ValuePtr> keys, values;
+          for (auto& [k, v] : kwargs) {
+            keys.push_back(TracedValue::constant(PyRef::steal(PyUnicode_FromString(k.c_str()))));
+            values.push_back(v);
+          }
+          args.push_back(TracedValue::dict(std::move(keys), std::move(values), true));
+        }
         return call_container_method(ctx, method, callable->self_value, std::move(args));
       }
       args.insert(args.begin(), callable->self_value);
@@ -802,6 +877,24 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     case TracedValue::Kind::GradModeExit:
       ctx.grad_enabled = callable->flag;
       return none_value();
+    case TracedValue::Kind::NewObject: {
+      ValuePtr result = call_dunder(ctx, callable, "__call__", std::move(args));
+      if (!result || !kwargs.empty()) unsupported("calling a " + callable->describe());
+      return result;
+    }
+    case TracedValue::Kind::Partial: {
+      std::vector<ValuePtr> all = callable->items;
+      for (auto& a : args) all.push_back(a);
+      KwArgs all_kwargs;
+      if (callable->kwdefaults) {
+        for (size_t i = 0; i < callable->kwdefaults->keys.size(); ++i) {
+          all_kwargs.emplace_back(PyUnicode_AsUTF8(callable->kwdefaults->keys[i]->py()),
+                                  callable->kwdefaults->items[i]);
+        }
+      }
+      for (auto& kv : kwargs) all_kwargs.push_back(kv);
+      return call_value(ctx, callable->function, std::move(all), std::move(all_kwargs));
+    }
     case TracedValue::Kind::Object:
       break;
     default:
@@ -832,6 +925,56 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
   if (fn == k.jit_is_scripting.get() || fn == k.jit_is_tracing.get()) return bool_value(false);
   if (is_module(fn)) return call_module(ctx, callable, std::move(args), std::move(kwargs));
   if (PyType_Check(fn)) {
+    auto* type = reinterpret_cast<PyTypeObject*>(fn);
+    std::string qualified = type->tp_name;
+    if (PyType_IsSubtype(type, &PyTuple_Type) && PyObject_HasAttrString(fn, "_fields")) {
+      return make_named_tuple(ctx, callable, args, kwargs);
+    }
+    if (qualified == "collections.OrderedDict") {
+      return call_builtin(ctx, "dict", fn, std::move(args), std::move(kwargs));
+    }
+    if (qualified == "functools.partial") {
+      if (args.empty()) unsupported("functools.partial() without a function");
+      auto p = std::make_shared<TracedValue>();
+      p->kind = TracedValue::Kind::Partial;
+      p->function = args[0];
+      p->items.assign(args.begin() + 1, args.end());
+      std::vector<ValuePtr> keys, values;
+      for (auto& [name, value] : kwargs) {
+        keys.push_back(TracedValue::constant(PyRef::steal(PyUnicode_FromString(name.c_str()))));
+        values.push_back(value);
+      }
+      p->kwdefaults = TracedValue::dict(std::move(keys), std::move(values), true);
+      return p;
+    }
+    if (qualified == "itertools.product" || qualified == "itertools.chain") {
+      std::vector<std::vector<ValuePtr>> lists;
+      for (const auto& a : args) lists.push_back(iterate(ctx, a));
+      std::vector<ValuePtr> out;
+      if (qualified == "itertools.chain") {
+        for (auto& l : lists) out.insert(out.end(), l.begin(), l.end());
+        return TracedValue::iterator(std::move(out));
+      }
+      if (!kwargs.empty()) unsupported("itertools.product(repeat=...)");
+      std::vector<std::vector<ValuePtr>> acc = {{}};
+      for (auto& l : lists) {
+        std::vector<std::vector<ValuePtr>> next;
+        for (auto& prefix : acc) {
+          for (auto& item : l) {
+            auto t = prefix;
+            t.push_back(item);
+            next.push_back(std::move(t));
+          }
+        }
+        acc = std::move(next);
+        if (acc.size() > 100000) unsupported("a very large itertools.product");
+      }
+      for (auto& t : acc) out.push_back(TracedValue::tuple(std::move(t)));
+      return TracedValue::iterator(std::move(out));
+    }
+    if (is_traceable_user_class(fn)) {
+      return new_object(ctx, callable, std::move(args), std::move(kwargs));
+    }
     if (fn == k.size_type.get() && args.size() == 1) {
       ValuePtr t = TracedValue::tuple(iterate(ctx, args[0]));
       t->is_size = true;
@@ -860,6 +1003,20 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     if (self != nullptr && PyModule_Check(self) &&
         std::string(PyModule_GetName(self)) == "builtins") {
       return call_builtin(ctx, name_of(fn), fn, std::move(args), std::move(kwargs));
+    }
+    if (module == "_functools" && name_of(fn) == "reduce" && args.size() >= 2) {
+      std::vector<ValuePtr> items = iterate(ctx, args[1]);
+      size_t start = 0;
+      ValuePtr acc;
+      if (args.size() > 2) {
+        acc = args[2];
+      } else {
+        if (items.empty()) unsupported("reduce() of an empty sequence");
+        acc = items[0];
+        start = 1;
+      }
+      for (size_t i = start; i < items.size(); ++i) acc = call_value(ctx, args[0], {acc, items[i]}, {});
+      return acc;
     }
     if (is_pure_module(module) ||
         (self != nullptr && PyModule_Check(self) && is_pure_module(PyModule_GetName(self)))) {

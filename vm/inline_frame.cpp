@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "trace_context.h"
+#include "user_objects.h"
 
 namespace dynvm::vm {
 
@@ -331,7 +332,10 @@ void InlineFrame::step(const Instruction& ins) {
     case Op::StoreAttr: {
       ValuePtr obj = pop();
       ValuePtr value = pop();
-      (void)value;
+      if (obj->is(TracedValue::Kind::NewObject) && obj->mutable_here) {
+        store_attribute(obj, code_->names.at(n.index), value);
+        return;
+      }
       unsupported("assignment to attribute '" + code_->names.at(n.index) + "' of a " +
                   obj->describe());
     }
@@ -458,6 +462,14 @@ void InlineFrame::step(const Instruction& ins) {
     }
     case Op::BeforeWith: {
       ValuePtr manager = pop();
+      if (manager->is(TracedValue::Kind::NewObject)) {
+        ValuePtr exit = load_attribute(context_, manager, "__exit__");
+        ValuePtr entered = call_dunder(context_, manager, "__enter__", {});
+        if (!entered) unsupported("'with' on a " + manager->describe() + " without __enter__");
+        push(exit);
+        push(entered);
+        return;
+      }
       if (!manager->is(TracedValue::Kind::GradMode)) {
         unsupported("'with' on a " + manager->describe() +
                     " (only torch.no_grad/enable_grad/set_grad_enabled are traced)");
@@ -549,7 +561,9 @@ void InlineFrame::step(const Instruction& ins) {
           unsupported("a set of non-constant values");
         }
       }
-      push(TracedValue::constant(set));
+      ValuePtr set_value = TracedValue::constant(set);
+      set_value->mutable_here = true;  // made here: add/update may mutate it
+      push(set_value);
       return;
     }
     case Op::BuildMap: {

@@ -7,6 +7,7 @@
 #include "inline_frame.h"
 #include "known_objects.h"
 #include "trace_context.h"
+#include "user_objects.h"
 
 namespace dynvm::vm {
 
@@ -104,10 +105,43 @@ ValuePtr binary_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const 
   }
   const char* name = kBinaryOperatorNames[op];
   if (lhs->is_tensor() || rhs->is_tensor()) {
+    static const char* const kBitwise[] = {nullptr, "bitwise_and", nullptr, "bitwise_left_shift",
+                                           nullptr, nullptr, nullptr, "bitwise_or",
+                                           nullptr, "bitwise_right_shift", nullptr, nullptr,
+                                           "bitwise_xor"};
+    int plain = op >= 13 ? op - 13 : op;
+    if (op < 13 && lhs->is_tensor() && rhs->is_constant() && PyLong_Check(rhs->py()) &&
+        !PyBool_Check(rhs->py()) && kBitwise[plain] != nullptr) {
+      // x | 8 is torch.bitwise_or(x, 8); the operator form fails on fake tensors in
+      // some torch versions.
+      PyRef fn = PyRef::steal(PyObject_GetAttrString(known().torch.get(), kBitwise[plain]));
+      if (fn) return ctx.bridge->call(fn.get(), {lhs, rhs}, {});
+      PyErr_Clear();
+    }
     return ctx.bridge->call(operator_function(name), {lhs, rhs}, {});
   }
   bool inplace = op >= 13;
   int base = inplace ? op - 13 : op;
+  if (base == 7 && lhs->is(TracedValue::Kind::Dict) && rhs->is(TracedValue::Kind::Dict)) {
+    // d1 | d2: a new dict with rhs winning (|= mutates lhs).
+    if (inplace && !lhs->mutable_here) unsupported("|= on a dict that existed before the call");
+    ValuePtr out = inplace ? lhs : TracedValue::dict(lhs->keys, lhs->items, true);
+    for (size_t i = 0; i < rhs->keys.size(); ++i) {
+      bool replaced = false;
+      for (size_t j = 0; j < out->keys.size(); ++j) {
+        if (PyObject_RichCompareBool(out->keys[j]->py(), rhs->keys[i]->py(), Py_EQ) == 1) {
+          out->items[j] = rhs->items[i];
+          replaced = true;
+        }
+      }
+      if (!replaced) {
+        out->keys.push_back(rhs->keys[i]);
+        out->items.push_back(rhs->items[i]);
+      }
+    }
+    PyErr_Clear();
+    return out;
+  }
   // Sequence concatenation and repetition on traced containers (a torch.Size operand is
   // computed concretely below so the result stays a torch.Size).
   if (base == 0 && lhs->is_sequence() && rhs->is_sequence() && !lhs->is_size) {
@@ -168,6 +202,10 @@ ValuePtr unary_operation(TraceContext& ctx, const char* name, const ValuePtr& op
 }
 
 ValuePtr subscript(TraceContext& ctx, const ValuePtr& container, const ValuePtr& key) {
+  if (container->is(TracedValue::Kind::NewObject)) {
+    if (ValuePtr v = call_dunder(ctx, container, "__getitem__", {key})) return v;
+    unsupported("indexing a " + container->describe());
+  }
   if (container->is_tensor()) {
     return ctx.bridge->call(operator_function("getitem"), {container, key}, {});
   }
@@ -313,6 +351,19 @@ std::vector<ValuePtr> iterate(TraceContext& ctx, const ValuePtr& value) {
       return value->items;
     case TracedValue::Kind::Dict:
       return value->keys;
+    case TracedValue::Kind::NewObject: {
+      ValuePtr it = call_dunder(ctx, value, "__iter__", {});
+      if (it) return iterate(ctx, it);
+      ValuePtr len = call_dunder(ctx, value, "__len__", {});
+      if (!len || !len->is_constant()) unsupported("iterating a " + value->describe());
+      std::vector<ValuePtr> items;
+      long long n = PyLong_AsLongLong(len->py());
+      for (long long i = 0; i < n; ++i) {
+        items.push_back(
+            subscript(ctx, value, TracedValue::constant(PyRef::steal(PyLong_FromLongLong(i)))));
+      }
+      return items;
+    }
     case TracedValue::Kind::Iterator:
       return std::vector<ValuePtr>(value->items.begin() + static_cast<long>(value->position),
                                    value->items.end());

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "known_objects.h"
+#include "python_values.h"
 #include "trace_context.h"
 
 namespace dynvm::vm {
@@ -340,12 +341,10 @@ ValuePtr TorchBridge::call(PyObject* callable, const std::vector<ValuePtr>& args
                                                   py_args.get(), py_kwargs.get(),
                                                   context_.grad_enabled ? Py_True : Py_False));
   if (!result) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);  // keep the error while the name is looked up
+    std::string error = take_error_text();
     PyRef name = PyRef::steal(PyObject_GetAttrString(callable, "__name__"));
     PyErr_Clear();
-    PyErr_Restore(type, value, tb);
-    unsupported_from_python_error("calling " + (name ? str_of(name.get()) : std::string("torch")));
+    unsupported("calling " + (name ? str_of(name.get()) : std::string("torch")) + ": " + error);
   }
   add_records(PyTuple_GET_ITEM(result.get(), 1));
   return from_python(PyTuple_GET_ITEM(result.get(), 0));
@@ -437,10 +436,22 @@ OutputRecipe TorchBridge::output_recipe(const ValuePtr& value) {
         }
         r.kind =
             v->is(TracedValue::Kind::Tuple) ? OutputRecipe::Kind::Tuple : OutputRecipe::Kind::List;
-        if (v->is(TracedValue::Kind::Tuple) && v->obj && !PyTuple_CheckExact(v->obj.get())) {
+        if (v->is(TracedValue::Kind::Tuple) && v->class_value) {
+          r.constant = v->class_value->obj;
+        } else if (v->is(TracedValue::Kind::Tuple) && v->obj && !PyTuple_CheckExact(v->obj.get())) {
           r.constant = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get())));
         }
         for (const auto& item : v->items) r.items.push_back(build(item));
+        return r;
+      }
+      case TracedValue::Kind::NewObject: {
+        r.kind = OutputRecipe::Kind::NewObject;
+        PyRef names = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(v->keys.size())));
+        for (size_t i = 0; i < v->keys.size(); ++i) {
+          PyTuple_SET_ITEM(names.get(), static_cast<Py_ssize_t>(i), PyRef(v->keys[i]->obj).release());
+          r.items.push_back(build(v->items[i]));
+        }
+        r.constant = PyRef::steal(PyTuple_Pack(2, v->class_value->py(), names.get()));
         return r;
       }
       case TracedValue::Kind::Dict: {

@@ -7,6 +7,7 @@
 #include "dynvm/frontend/decode.h"
 #include "dynvm/frontend/live_code.h"
 #include "known_objects.h"
+#include "python_values.h"
 #include "torch_bridge.h"
 
 namespace dynvm::vm {
@@ -14,17 +15,8 @@ namespace dynvm::vm {
 void unsupported(std::string reason) { throw Unsupported{std::move(reason), "", 0}; }
 
 void unsupported_from_python_error(const std::string& what) {
-  std::string text = what;
-  PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
-  PyErr_Fetch(&type, &value, &tb);
-  if (type != nullptr) {
-    PyRef t = PyRef::steal(type), v = PyRef::steal(value), b = PyRef::steal(tb);
-    PyRef s = v ? PyRef::steal(PyObject_Str(v.get())) : PyRef();
-    text += ": " + std::string(reinterpret_cast<PyTypeObject*>(type)->tp_name);
-    if (s && PyUnicode_Check(s.get())) text += ": " + std::string(PyUnicode_AsUTF8(s.get()));
-    PyErr_Clear();
-  }
-  unsupported(text);
+  std::string error = take_error_text();  // clears it
+  unsupported(error.empty() ? what : what + ": " + error);
 }
 
 TraceContext::TraceContext(const TraceOptions& opts) : options(opts) {
@@ -208,6 +200,15 @@ bool truthiness(const ValuePtr& value) {
       }
       unsupported("the truth value of a " + value->describe());
     }
+    case TracedValue::Kind::NewObject: {
+      PyTypeObject* type = reinterpret_cast<PyTypeObject*>(value->class_value->py());
+      bool has_bool = type->tp_as_number != nullptr && type->tp_as_number->nb_bool != nullptr;
+      bool has_len = (type->tp_as_sequence != nullptr && type->tp_as_sequence->sq_length) ||
+                     (type->tp_as_mapping != nullptr && type->tp_as_mapping->mp_length);
+      if (!has_bool && !has_len) return true;
+      unsupported("the truth value of a " + value->describe());
+    }
+    case TracedValue::Kind::Partial:
     case TracedValue::Kind::Function:
     case TracedValue::Kind::BoundMethod:
     case TracedValue::Kind::Slice:
@@ -228,6 +229,13 @@ PyRef concrete_object(const ValuePtr& value) {
     case TracedValue::Kind::Tuple:
     case TracedValue::Kind::List: {
       if (value->is_size && value->obj) return value->obj;
+      if (value->is_size) {
+        std::vector<ValuePtr> items = value->items;
+        auto plain = TracedValue::tuple(std::move(items));
+        PyRef t = concrete_object(plain);
+        if (!t) return PyRef();
+        return PyRef::steal(PyObject_CallOneArg(KnownObjects::get()->size_type.get(), t.get()));
+      }
       PyRef out = PyRef::steal(value->kind == TracedValue::Kind::Tuple
                                    ? PyTuple_New(static_cast<Py_ssize_t>(value->items.size()))
                                    : PyList_New(static_cast<Py_ssize_t>(value->items.size())));

@@ -119,6 +119,13 @@ std::string TracedValue::describe() const {
       return "grad-mode exit";
     case Kind::Super:
       return "super()";
+    case Kind::NewObject:
+      return class_value && class_value->obj
+                 ? std::string(reinterpret_cast<PyTypeObject*>(class_value->obj.get())->tp_name) +
+                       " object"
+                 : "object";
+    case Kind::Partial:
+      return "functools.partial";
   }
   return "?";
 }

@@ -4,6 +4,7 @@
 #include "dynvm/vm/trace.h"
 #include "inline_frame.h"
 #include "known_objects.h"
+#include "python_values.h"
 #include "trace_context.h"
 
 namespace dynvm::vm {
@@ -11,8 +12,7 @@ namespace dynvm::vm {
 Trace trace_function(PyObject* function, const std::vector<PyObject*>& arguments,
                      const TraceOptions& options) {
   Trace trace;
-  PyObject *saved_type, *saved_value, *saved_tb;
-  PyErr_Fetch(&saved_type, &saved_value, &saved_tb);
+  ErrorStash stash;  // an error pending on entry is kept; the trace leaves none
   std::unique_ptr<TraceContext> context;
   try {
     if (!PyFunction_Check(function)) unsupported("only Python functions can be traced");
@@ -64,7 +64,6 @@ Trace trace_function(PyObject* function, const std::vector<PyObject*>& arguments
     if (context) trace.guards = std::move(context->guards);  // the path that led to it
   }
   PyErr_Clear();
-  PyErr_Restore(saved_type, saved_value, saved_tb);
   return trace;
 }
 

@@ -48,6 +48,9 @@ class TracedValue {
     GradMode,      // torch.no_grad()/enable_grad()/set_grad_enabled(b) context manager
     GradModeExit,  // the __exit__ of a GradMode, restoring `flag`
     Super,         // super() bound to (items[0] = class object, items[1] = self)
+    NewObject,     // an instance of a user class made by the trace: attributes in
+                   // keys/items, its class in class_value
+    Partial,       // functools.partial: function, items = bound args, kwdefaults = keywords
   };
 
   Kind kind = Kind::Null;
@@ -71,6 +74,8 @@ class TracedValue {
   ValuePtr kwdefaults;  // Dict or null
   ValuePtr closure;     // Tuple of Cells or null
   std::string qualname;
+  // NewObject: the class (an Object with a source). Tuple: a named tuple's class.
+  ValuePtr class_value;
 
   static ValuePtr null();
   static ValuePtr constant(PyRef object, SourcePtr source = nullptr);

@@ -1,0 +1,31 @@
+// Instances of user classes, named tuples and partials made by the trace. Private to vm/.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "inline_frame.h"
+
+namespace dynvm::vm {
+
+// A plain Python class whose instances the VM can model: a heap type with `type` as
+// metaclass, object.__new__, and only Python classes in its MRO.
+bool is_traceable_user_class(PyObject* type);  // borrowed
+// class_value(*args, **kwargs) for such a class: a NewObject, its __init__ inlined.
+ValuePtr new_object(TraceContext& ctx, const ValuePtr& class_value, std::vector<ValuePtr> args,
+                    KwArgs kwargs);
+// The instance attribute `name` of a NewObject, or null.
+ValuePtr find_attribute(const ValuePtr& object, const std::string& name);
+void store_attribute(const ValuePtr& object, const std::string& name, const ValuePtr& value);
+// obj.name for a NewObject: properties, instance attributes, then class attributes.
+ValuePtr new_object_attribute(TraceContext& ctx, const ValuePtr& object, const std::string& name);
+// Calls the Python method `name` of a NewObject's class; null when the class has none.
+ValuePtr call_dunder(TraceContext& ctx, const ValuePtr& object, const std::string& name,
+                     std::vector<ValuePtr> args);
+// A named tuple class called with traced fields.
+ValuePtr make_named_tuple(TraceContext& ctx, const ValuePtr& class_value,
+                          const std::vector<ValuePtr>& args, const KwArgs& kwargs);
+// A named tuple's field by name, or null.
+ValuePtr named_tuple_field(const ValuePtr& tuple, const std::string& name);
+
+}  // namespace dynvm::vm
