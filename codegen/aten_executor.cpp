@@ -2,10 +2,10 @@
 // from the graph and replayed through ATen's boxed dispatcher on every call.
 #include "dynvm/codegen/aten_executor.h"
 
+#include <ATen/ScalarOps.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
-#include <ATen/ScalarOps.h>
 #include <ATen/core/stack.h>
 #include <c10/core/GradMode.h>
 

@@ -3,8 +3,7 @@
 
 namespace dynvm::runtime {
 
-bool bind_arguments(PyObject* function, PyObject* args, PyObject* kwargs,
-                    std::vector<PyRef>* out) {
+bool bind_arguments(PyObject* function, PyObject* args, PyObject* kwargs, std::vector<PyRef>* out) {
   auto* f = reinterpret_cast<PyFunctionObject*>(function);
   auto* code = reinterpret_cast<PyCodeObject*>(f->func_code);
   const int npos = code->co_argcount;
@@ -23,8 +22,8 @@ bool bind_arguments(PyObject* function, PyObject* args, PyObject* kwargs,
   int slot = npos + nkwonly;
   if (has_varargs) {
     Py_ssize_t extra = nargs > npos ? nargs - npos : 0;
-    PyRef rest = PyRef::steal(PyTuple_GetSlice(args != nullptr ? args : PyTuple_New(0),
-                                               nargs - extra, nargs));
+    PyRef rest = PyRef::steal(
+        PyTuple_GetSlice(args != nullptr ? args : PyTuple_New(0), nargs - extra, nargs));
     if (!rest) {
       PyErr_Clear();
       return false;

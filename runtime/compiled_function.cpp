@@ -25,8 +25,8 @@ bool log_enabled(const char* what) {
   size_t start = 0;
   while (start <= all.size()) {
     size_t comma = all.find(',', start);
-    std::string item = all.substr(start, comma == std::string::npos ? std::string::npos
-                                                                    : comma - start);
+    std::string item =
+        all.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (item == what || item == "all") return true;
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -84,10 +84,9 @@ PyObject* CompiledFunction::call_eagerly(PyObject* args, PyObject* kwargs) {
 
 PyObject* CompiledFunction::raise_graph_break(const vm::GraphBreakInfo& info) {
   std::string message = "dynvm: graph break in " + function_name(function_.get()) + ": " +
-                        info.reason + " (at " + info.filename + ":" +
-                        std::to_string(info.lineno) + "); fullgraph=True forbids breaks";
-  PyErr_SetString(g_graph_break_error ? g_graph_break_error : PyExc_RuntimeError,
-                  message.c_str());
+                        info.reason + " (at " + info.filename + ":" + std::to_string(info.lineno) +
+                        "); fullgraph=True forbids breaks";
+  PyErr_SetString(g_graph_break_error ? g_graph_break_error : PyExc_RuntimeError, message.c_str());
   return nullptr;
 }
 

@@ -109,8 +109,7 @@ PyObject* Variant::run(const vm::FrameInputs& inputs) const {
       PyObject* object = input_slots_[i] >= 0 ? resolver.resolve(input_slots_[i])
                                               : trace_.inputs[i].captured.get();
       if (object == nullptr || !THPVariable_Check(object)) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "dynvm: internal error: a graph input is not a tensor");
+        PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: a graph input is not a tensor");
         return nullptr;
       }
       tensors.push_back(THPVariable_Unpack(object));

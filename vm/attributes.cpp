@@ -102,9 +102,9 @@ ValuePtr module_attribute(TraceContext& ctx, const ValuePtr& module_value,
   }
   if (class_attr != nullptr) {
     SourcePtr class_src = Source::attr(Source::attr(src, "__class__"), name);
-    static const char* kStructureMethods[] = {"parameters", "named_parameters", "buffers",
-                                              "named_buffers", "children", "named_children",
-                                              "modules", "named_modules"};
+    static const char* kStructureMethods[] = {"parameters",    "named_parameters", "buffers",
+                                              "named_buffers", "children",         "named_children",
+                                              "modules",       "named_modules"};
     if (PyFunction_Check(class_attr) && module_name_of(class_attr) == "torch.nn.modules.module") {
       for (const char* m : kStructureMethods) {
         if (name == m) {
@@ -196,6 +196,21 @@ ValuePtr object_attribute(TraceContext& ctx, const ValuePtr& obj_value, const st
 ValuePtr super_attribute(TraceContext& ctx, const ValuePtr& sup, const std::string& name) {
   PyObject* cls = sup->items[0]->py();
   const ValuePtr& self = sup->items[1];
+  if (self->is(TracedValue::Kind::NewObject) && cls != nullptr && PyType_Check(cls)) {
+    PyObject* mro = reinterpret_cast<PyTypeObject*>(self->class_value->py())->tp_mro;
+    Py_ssize_t start = -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+      if (PyTuple_GET_ITEM(mro, i) == cls) start = i + 1;
+    }
+    if (start < 0) unsupported("super(): class not in the MRO");
+    Py_ssize_t where = 0;
+    PyObject* found = lookup_in_mro(reinterpret_cast<PyTypeObject*>(self->class_value->py()), name,
+                                    start, &where);
+    if (found == nullptr || !PyFunction_Check(found)) unsupported("super()." + name);
+    SourcePtr src =
+        Source::attr(Source::item(Source::attr(self->class_value->source, "__mro__"), where), name);
+    return bound_method(self, ctx.wrap(found, src));
+  }
   PyObject* self_obj = self->py();
   if (cls == nullptr || !PyType_Check(cls) || self_obj == nullptr || !self->source) {
     unsupported("super() over a " + self->describe());
@@ -228,12 +243,17 @@ ValuePtr load_attribute(TraceContext& ctx, const ValuePtr& object, const std::st
       return super_attribute(ctx, object, name);
     case TracedValue::Kind::NewObject:
       return new_object_attribute(ctx, object, name);
+    case TracedValue::Kind::Slice:
+      if (name == "start") return object->items[0];
+      if (name == "stop") return object->items[1];
+      if (name == "step") return object->items[2];
+      unsupported("attribute '" + name + "' of a slice");
     case TracedValue::Kind::Constant:
     case TracedValue::Kind::Range: {
       if (object->mutable_here) {
         // A set the trace made: its methods mutate it in place (call_container_method).
-        return bound_method(object, TracedValue::constant(
-                                        PyRef::steal(PyUnicode_FromString(name.c_str()))));
+        return bound_method(
+            object, TracedValue::constant(PyRef::steal(PyUnicode_FromString(name.c_str()))));
       }
       PyRef value = PyRef::steal(PyObject_GetAttrString(object->py(), name.c_str()));
       if (!value) unsupported_from_python_error("attribute " + name);

@@ -147,8 +147,7 @@ bool is_pure_module(const std::string& module) {
 bool is_immutable_constant(PyObject* o) {
   return o != nullptr &&
          (PyUnicode_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyBytes_Check(o) ||
-          PyRange_Check(o) ||
-          PyTuple_Check(o) || PyComplex_Check(o) || PyFrozenSet_Check(o));
+          PyRange_Check(o) || PyTuple_Check(o) || PyComplex_Check(o) || PyFrozenSet_Check(o));
 }
 
 ValuePtr grad_mode(bool enabled) {
@@ -282,9 +281,17 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
   if (name == "hasattr" && args.size() == 2) {
     PyRef attr_name = concrete_object(args[1]);
     if (!attr_name) unsupported("hasattr() with a non-constant name");
+    if (args[0]->is(TracedValue::Kind::NewObject)) {
+      std::string attr = PyUnicode_AsUTF8(attr_name.get());
+      if (find_attribute(args[0], attr)) return bool_value(true);
+      return bool_value(PyObject_HasAttr(args[0]->class_value->py(), attr_name.get()) == 1);
+    }
     PyObject* target = args[0]->py();
     if (target == nullptr) unsupported("hasattr() on a " + args[0]->describe());
-    if (args[0]->source) ctx.guard(TraceContext::GuardKind::TypeMatch, args[0]->source, target);
+    // A tensor's type is fixed by its TENSOR_MATCH guard (and `target` is its fake).
+    if (args[0]->source && !args[0]->is_tensor()) {
+      ctx.guard(TraceContext::GuardKind::TypeMatch, args[0]->source, target);
+    }
     int r = PyObject_HasAttr(target, attr_name.get());
     return bool_value(r == 1);
   }
@@ -321,8 +328,8 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
   if (name == "filter" && args.size() == 2) {
     std::vector<ValuePtr> out;
     for (const auto& i : iterate(ctx, args[1])) {
-      bool keep = args[0]->py() == Py_None ? truthiness(i)
-                                           : truthiness(call_value(ctx, args[0], {i}, {}));
+      bool keep =
+          args[0]->py() == Py_None ? truthiness(i) : truthiness(call_value(ctx, args[0], {i}, {}));
       if (keep) out.push_back(i);
     }
     return TracedValue::iterator(std::move(out));
@@ -468,8 +475,8 @@ SourcePtr module_path_source(const SourcePtr& root, const std::string& dotted) {
   size_t start = 0;
   while (start < dotted.size()) {
     size_t dot = dotted.find('.', start);
-    std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos
-                                                                     : dot - start);
+    std::string part =
+        dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     src = Source::module_member(Source::Kind::ModuleChild, src, part);
     if (dot == std::string::npos) break;
     start = dot + 1;
@@ -509,8 +516,8 @@ ValuePtr call_module_structure_method(TraceContext& ctx, const std::string& meth
   PyRef names;
   if (!named) {
     PyRef named_fn = PyRef::steal(PyObject_GetAttrString(module, ("named_" + base).c_str()));
-    PyRef named_result = PyRef::steal(PySequence_List(
-        concrete_object(call_concrete(named_fn.get(), args, kwargs)).get()));
+    PyRef named_result = PyRef::steal(
+        PySequence_List(concrete_object(call_concrete(named_fn.get(), args, kwargs)).get()));
     if (!named_result) unsupported_from_python_error(method + "()");
     names = named_result;
   }
@@ -525,15 +532,16 @@ ValuePtr call_module_structure_method(TraceContext& ctx, const std::string& meth
       item_src = module_path_source(src, dotted);
     } else {
       size_t dot = dotted.rfind('.');
-      SourcePtr owner = dot == std::string::npos ? src : module_path_source(src, dotted.substr(0, dot));
-      item_src = Source::module_member(base == "parameters" ? Source::Kind::ModuleParam
-                                                            : Source::Kind::ModuleBuffer,
-                                       owner, dot == std::string::npos ? dotted : dotted.substr(dot + 1));
+      SourcePtr owner =
+          dot == std::string::npos ? src : module_path_source(src, dotted.substr(0, dot));
+      item_src = Source::module_member(
+          base == "parameters" ? Source::Kind::ModuleParam : Source::Kind::ModuleBuffer, owner,
+          dot == std::string::npos ? dotted : dotted.substr(dot + 1));
     }
     ValuePtr v = dotted.empty() ? self : ctx.wrap(object, item_src);
     if (named) {
-      items.push_back(TracedValue::tuple(
-          {TracedValue::constant(PyRef::borrow(PyTuple_GET_ITEM(pair, 0))), v}));
+      items.push_back(
+          TracedValue::tuple({TracedValue::constant(PyRef::borrow(PyTuple_GET_ITEM(pair, 0))), v}));
     } else {
       items.push_back(v);
     }
@@ -1015,7 +1023,8 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
         acc = items[0];
         start = 1;
       }
-      for (size_t i = start; i < items.size(); ++i) acc = call_value(ctx, args[0], {acc, items[i]}, {});
+      for (size_t i = start; i < items.size(); ++i)
+        acc = call_value(ctx, args[0], {acc, items[i]}, {});
       return acc;
     }
     if (is_pure_module(module) ||

@@ -370,6 +370,34 @@ void InlineFrame::step(const Instruction& ins) {
       store_subscript(context_, container, key, value);
       return;
     }
+    case Op::DeleteSubscr: {
+      ValuePtr key = pop();
+      ValuePtr container = pop();
+      if (!container->mutable_here)
+        unsupported("del on a " + container->describe() + " that existed before the call");
+      if (container->is(TracedValue::Kind::List)) {
+        PyRef k = concrete_object(key);
+        Py_ssize_t size = static_cast<Py_ssize_t>(container->items.size());
+        Py_ssize_t i = k && PyLong_Check(k.get()) ? PyLong_AsSsize_t(k.get()) : size;
+        if (i < 0) i += size;
+        if (i < 0 || i >= size) unsupported("del with an index out of range");
+        container->items.erase(container->items.begin() + i);
+        return;
+      }
+      if (container->is(TracedValue::Kind::Dict)) {
+        PyRef k = concrete_object(key);
+        for (size_t j = 0; k && j < container->keys.size(); ++j) {
+          if (PyObject_RichCompareBool(container->keys[j]->py(), k.get(), Py_EQ) == 1) {
+            container->keys.erase(container->keys.begin() + static_cast<long>(j));
+            container->items.erase(container->items.begin() + static_cast<long>(j));
+            return;
+          }
+        }
+        PyErr_Clear();
+        unsupported("KeyError in del");
+      }
+      unsupported("del on a " + container->describe());
+    }
     case Op::BinarySlice: {
       ValuePtr end = pop();
       ValuePtr start = pop();

@@ -19,9 +19,9 @@ class TraceContext;
 
 // Where an inlined frame's global names come from.
 struct GlobalsScope {
-  PyRef globals;           // the globals dict (borrowed by value)
-  PyRef builtins;          // the builtins dict
-  SourcePtr dict_source;   // null: the traced frame's own globals (G[...], B[...])
+  PyRef globals;          // the globals dict (borrowed by value)
+  PyRef builtins;         // the builtins dict
+  SourcePtr dict_source;  // null: the traced frame's own globals (G[...], B[...])
 };
 
 class InlineFrame {

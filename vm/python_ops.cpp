@@ -105,10 +105,10 @@ ValuePtr binary_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const 
   }
   const char* name = kBinaryOperatorNames[op];
   if (lhs->is_tensor() || rhs->is_tensor()) {
-    static const char* const kBitwise[] = {nullptr, "bitwise_and", nullptr, "bitwise_left_shift",
-                                           nullptr, nullptr, nullptr, "bitwise_or",
-                                           nullptr, "bitwise_right_shift", nullptr, nullptr,
-                                           "bitwise_xor"};
+    static const char* const kBitwise[] = {
+        nullptr,      "bitwise_and", nullptr, "bitwise_left_shift",  nullptr, nullptr,
+        nullptr,      "bitwise_or",  nullptr, "bitwise_right_shift", nullptr, nullptr,
+        "bitwise_xor"};
     int plain = op >= 13 ? op - 13 : op;
     if (op < 13 && lhs->is_tensor() && rhs->is_constant() && PyLong_Check(rhs->py()) &&
         !PyBool_Check(rhs->py()) && kBitwise[plain] != nullptr) {
@@ -122,6 +122,23 @@ ValuePtr binary_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const 
   }
   bool inplace = op >= 13;
   int base = inplace ? op - 13 : op;
+  if (lhs->is(TracedValue::Kind::NewObject) || rhs->is(TracedValue::Kind::NewObject)) {
+    static const char* const kDunders[] = {"add", "and",     "floordiv", "lshift", "matmul",
+                                           "mul", "mod",     "or",       "pow",    "rshift",
+                                           "sub", "truediv", "xor"};
+    std::string method = std::string("__") + kDunders[base] + "__";
+    if (lhs->is(TracedValue::Kind::NewObject)) {
+      if (inplace) {
+        if (ValuePtr v = call_dunder(ctx, lhs, "__i" + method.substr(2), {rhs})) return v;
+      }
+      if (ValuePtr v = call_dunder(ctx, lhs, method, {rhs})) return v;
+    }
+    if (rhs->is(TracedValue::Kind::NewObject)) {
+      if (ValuePtr v = call_dunder(ctx, rhs, "__r" + method.substr(2), {lhs})) return v;
+    }
+    unsupported(std::string("operator ") + name + " on a " + lhs->describe() + " and a " +
+                rhs->describe());
+  }
   if (base == 7 && lhs->is(TracedValue::Kind::Dict) && rhs->is(TracedValue::Kind::Dict)) {
     // d1 | d2: a new dict with rhs winning (|= mutates lhs).
     if (inplace && !lhs->mutable_here) unsupported("|= on a dict that existed before the call");
@@ -184,6 +201,21 @@ ValuePtr compare_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const
   const char* name = kCompareOperatorNames[op];
   if (lhs->is_tensor() || rhs->is_tensor()) {
     return ctx.bridge->call(operator_function(name), {lhs, rhs}, {});
+  }
+  if ((op == 2 || op == 3) && lhs->is_sequence() && rhs->is_sequence() && lhs->kind == rhs->kind &&
+      !lhs->is_size && !rhs->is_size) {
+    // list == list compares items, identity first as Python does: two lists holding the
+    // same tensors are equal without comparing tensor values.
+    bool equal = lhs->items.size() == rhs->items.size();
+    for (size_t i = 0; equal && i < lhs->items.size(); ++i) {
+      const ValuePtr& a = lhs->items[i];
+      const ValuePtr& b = rhs->items[i];
+      if (a == b || (a->is_tensor() && b->is_tensor() && a->obj.get() == b->obj.get())) continue;
+      ValuePtr item = compare_operation(ctx, 2, a, b);
+      equal = truthiness(item);
+    }
+    bool result = op == 2 ? equal : !equal;
+    return TracedValue::constant(PyRef::borrow(result ? Py_True : Py_False));
   }
   PyRef a = concrete_object(lhs);
   PyRef b = concrete_object(rhs);

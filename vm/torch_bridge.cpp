@@ -320,11 +320,29 @@ void TorchBridge::add_records(PyObject* records) {
       output_fakes.push_back(o);
     }
     graph::Node* node = graph_.append(op, std::move(args), std::move(types), std::move(kwargs));
+    bool any_input_requires_grad = false;
+    node->for_each_input([&](graph::Value* v) {
+      if (v->meta() != nullptr && v->meta()->requires_grad) any_input_requires_grad = true;
+    });
     for (size_t i = 0; i < output_fakes.size(); ++i) {
-      value_of_fake_[output_fakes[i]] = node->output(i);
+      graph::Value* out = node->output(i);
+      // A factory called with requires_grad=True: autograd marks the result after the
+      // operator ran, so the dispatcher never saw it; the graph says it explicitly.
+      if (out->meta() != nullptr && out->meta()->requires_grad && !any_input_requires_grad) {
+        out = mark_requires_grad(out);
+      }
+      value_of_fake_[output_fakes[i]] = out;
       fakes_.push_back(PyRef::borrow(output_fakes[i]));
     }
   }
+}
+
+graph::Value* TorchBridge::mark_requires_grad(graph::Value* value) {
+  graph::ValueType type = value->type();
+  graph::Node* node =
+      graph_.append("aten::requires_grad_",
+                    {graph::Argument::value(value), graph::Argument::boolean(true)}, {type});
+  return node->output(0);
 }
 
 ValuePtr TorchBridge::call(PyObject* callable, const std::vector<ValuePtr>& args,
@@ -347,7 +365,26 @@ ValuePtr TorchBridge::call(PyObject* callable, const std::vector<ValuePtr>& args
     unsupported("calling " + (name ? str_of(name.get()) : std::string("torch")) + ": " + error);
   }
   add_records(PyTuple_GET_ITEM(result.get(), 1));
-  return from_python(PyTuple_GET_ITEM(result.get(), 0));
+  ValuePtr out = from_python(PyTuple_GET_ITEM(result.get(), 0));
+  if (Py_TYPE(callable) == &PyMethodDescr_Type && !args.empty() && args[0]->is_tensor()) {
+    PyRef name_object = PyRef::steal(PyObject_GetAttrString(callable, "__name__"));
+    PyErr_Clear();
+    std::string name = name_object ? str_of(name_object.get()) : "";
+    if (name == "requires_grad_") {
+      // Tensor.requires_grad_() changes autograd metadata only: no operator records it.
+      bool enable = true;
+      if (args.size() > 1) enable = PyObject_IsTrue(args[1]->py()) == 1;
+      for (const auto& [k, v] : kwargs) {
+        if (k == "requires_grad") enable = PyObject_IsTrue(v->py()) == 1;
+      }
+      if (!enable) unsupported("requires_grad_(False) while tracing");
+      graph::Value* marked = mark_requires_grad(args[0]->graph_value);
+      value_of_fake_[args[0]->py()] = marked;
+      out = TracedValue::tensor(args[0]->obj, marked);
+      out->tensor_type = args[0]->tensor_type;
+    }
+  }
+  return out;
 }
 
 ValuePtr TorchBridge::call_module(PyObject* module, const SourcePtr& module_source,
@@ -448,7 +485,8 @@ OutputRecipe TorchBridge::output_recipe(const ValuePtr& value) {
         r.kind = OutputRecipe::Kind::NewObject;
         PyRef names = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(v->keys.size())));
         for (size_t i = 0; i < v->keys.size(); ++i) {
-          PyTuple_SET_ITEM(names.get(), static_cast<Py_ssize_t>(i), PyRef(v->keys[i]->obj).release());
+          PyTuple_SET_ITEM(names.get(), static_cast<Py_ssize_t>(i),
+                           PyRef(v->keys[i]->obj).release());
           r.items.push_back(build(v->items[i]));
         }
         r.constant = PyRef::steal(PyTuple_Pack(2, v->class_value->py(), names.get()));

@@ -47,7 +47,8 @@ class TorchBridge {
   ValuePtr from_python(PyObject* object);  // borrowed; maps fakes back to graph values
   void add_records(PyObject* records);     // borrowed list from the tracing session
   void sync_grad_mode();                   // a set_grad_enabled node when the mode changed
-  graph::Value* value_for_fake(PyObject* fake);  // nullptr when unknown
+  graph::Value* mark_requires_grad(graph::Value* value);  // an aten::requires_grad_ node
+  graph::Value* value_for_fake(PyObject* fake);           // nullptr when unknown
 
   TraceContext& context_;
   PyRef session_;  // dynvm._tracing.TraceSession

@@ -58,8 +58,9 @@ void TraceContext::guard(GuardKind kind, const SourcePtr& source, PyObject* obje
 std::shared_ptr<const frontend::CodeInfo> TraceContext::code_info(PyObject* code) {
   // Decoded code, keyed by the code object, which the cache keeps alive. Leaked on
   // purpose: destroying it after the interpreter is gone would touch Python objects.
-  static auto& cache = *new std::unordered_map<
-      PyObject*, std::pair<PyRef, std::shared_ptr<const frontend::CodeInfo>>>();
+  static auto& cache =
+      *new std::unordered_map<PyObject*,
+                              std::pair<PyRef, std::shared_ptr<const frontend::CodeInfo>>>();
   auto it = cache.find(code);
   if (it != cache.end()) return it->second.second;
   auto raw = frontend::raw_code_from_live(reinterpret_cast<PyCodeObject*>(code));
@@ -124,6 +125,18 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
     result = TracedValue::tuple(std::move(items), source);
     result->is_size = true;
     result->obj = PyRef::borrow(object);
+  } else if (PyTuple_Check(object) && !PyTuple_CheckExact(object) &&
+             PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(object)), "_fields")) {
+    // A named tuple: its fields, and its class for attribute access and rebuilding.
+    guard(GuardKind::LenMatch, source, object);
+    std::vector<ValuePtr> items;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(object); ++i) {
+      items.push_back(wrap(PyTuple_GET_ITEM(object, i), Source::item(source, i)));
+    }
+    result = TracedValue::tuple(std::move(items), source);
+    result->class_value =
+        TracedValue::object(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(object))),
+                            Source::attr(source, "__class__"));
   } else if (PyTuple_CheckExact(object) || PyList_CheckExact(object)) {
     guard(GuardKind::LenMatch, source, object);
     std::vector<ValuePtr> items;
@@ -226,6 +239,13 @@ PyRef concrete_object(const ValuePtr& value) {
     case TracedValue::Kind::Object:
     case TracedValue::Kind::Range:
       return value->obj;
+    case TracedValue::Kind::Iterator: {
+      auto rest = TracedValue::list(
+          std::vector<ValuePtr>(value->items.begin() + static_cast<long>(value->position),
+                                value->items.end()),
+          true);
+      return concrete_object(rest);
+    }
     case TracedValue::Kind::Tuple:
     case TracedValue::Kind::List: {
       if (value->is_size && value->obj) return value->obj;

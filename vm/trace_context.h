@@ -51,8 +51,16 @@ class TraceContext {
   ValuePtr wrap(PyObject* object, const SourcePtr& source);  // borrowed object
 
   // Guard kinds the VM installs; each maps to a GuardSet::add_* (guard.h).
-  enum class GuardKind { TypeMatch, IdMatch, ConstantMatch, TensorMatch, LenMatch, DictKeys,
-                         NoHooks, GradMode };
+  enum class GuardKind {
+    TypeMatch,
+    IdMatch,
+    ConstantMatch,
+    TensorMatch,
+    LenMatch,
+    DictKeys,
+    NoHooks,
+    GradMode
+  };
   // Records that `object` (borrowed) read from `source` must stay as it is now in the
   // way `kind` says. A guard that cannot be expressed ends the trace.
   void guard(GuardKind kind, const SourcePtr& source, PyObject* object);

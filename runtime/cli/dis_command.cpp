@@ -35,8 +35,8 @@ bool ends_with(const std::string& s, const char* suffix) {
 int print_listing(const std::string& file, const frontend::RawCode& raw, bool json) {
   auto code = frontend::decode_recursive(raw);
   if (!code) return fail(file, code.error().message);
-  std::string text = json ? frontend::format_dis_json(code.value())
-                          : frontend::format_dis_text(code.value());
+  std::string text =
+      json ? frontend::format_dis_json(code.value()) : frontend::format_dis_text(code.value());
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
   return 0;

@@ -11,8 +11,7 @@ namespace dynvm::runtime {
 namespace {
 
 struct CompiledFunctionObject {
-  PyObject_HEAD
-  CompiledFunction* impl;  // owned
+  PyObject_HEAD CompiledFunction* impl;  // owned
 };
 
 PyObject* compiled_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
@@ -20,8 +19,8 @@ PyObject* compiled_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   PyObject* function = nullptr;
   const char* backend = "eager";
   int fullgraph = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|sp", const_cast<char**>(kKeywords),
-                                   &function, &backend, &fullgraph)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|sp", const_cast<char**>(kKeywords), &function,
+                                   &backend, &fullgraph)) {
     return nullptr;
   }
   if (!PyFunction_Check(function)) {
@@ -97,8 +96,8 @@ PyType_Slot kCompiledSlots[] = {
     {Py_tp_dealloc, reinterpret_cast<void*>(compiled_dealloc)},
     {Py_tp_call, reinterpret_cast<void*>(compiled_call)},
     {Py_tp_methods, kCompiledMethods},
-    {Py_tp_doc, const_cast<char*>(
-                    "A function compiled by dynvm: guarded variants traced from its bytecode.")},
+    {Py_tp_doc,
+     const_cast<char*>("A function compiled by dynvm: guarded variants traced from its bytecode.")},
     {0, nullptr}};
 
 PyType_Spec kCompiledSpec = {"dynvm._C.CompiledFunction",

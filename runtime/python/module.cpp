@@ -71,8 +71,8 @@ PyMODINIT_FUNC PyInit__C(void) {
   if (m == nullptr) return nullptr;
   PyObject* graph_break = PyErr_NewExceptionWithDoc(
       "dynvm._C.GraphBreakError",
-      "Raised under fullgraph=True when the VM meets code it cannot capture.",
-      PyExc_RuntimeError, nullptr);  // new reference
+      "Raised under fullgraph=True when the VM meets code it cannot capture.", PyExc_RuntimeError,
+      nullptr);  // new reference
   if (PyModule_AddStringConstant(m, "__version__", dynvm_version()) < 0 ||
       PyModule_AddObject(m, "has_vm", Py_NewRef(Py_True)) < 0 ||
       !dynvm::runtime::add_compiled_function_type(m) || graph_break == nullptr ||

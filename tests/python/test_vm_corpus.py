@@ -21,6 +21,38 @@ pytestmark = pytest.mark.skipif(
     not getattr(dynvm, "vm_available", lambda: False)(), reason="the VM is not built yet"
 )
 
+# Corpus functions the VM does not capture in one graph yet, each with the reason. They
+# are strict expected failures: one that starts passing fails the run until it is
+# removed from this table (docs/status.md lists the same gaps).
+KNOWN_GAPS = {
+    "dict_argument_mutated": "mutations of pre-existing objects are not replayed yet",
+    "list_argument_mutated": "mutations of pre-existing objects are not replayed yet",
+    "object_argument_mutated": "mutations of pre-existing objects are not replayed yet",
+    "object_attribute_set_and_deleted": "mutations of pre-existing objects are not replayed yet",
+    "module_attribute_mutated_in_forward": "mutations of pre-existing objects are not replayed yet",
+    "dataclass_argument": "mutations of pre-existing objects are not replayed yet",
+    "try_except_key_error_caught": "exceptions raised and caught inside the trace",
+    "match_on_shape_sequence": "the match statement (MATCH_SEQUENCE)",
+    "module_forward_hooks": "nn.Module hooks are a graph break",
+    "bitwise_int_tensor": "torch 1.13 fake tensors reject `int_tensor | 8`",
+    "classification_losses": "torch 1.13 fake tensors fail in F.cross_entropy(label_smoothing=...)",
+    "lists_of_ints": "list.remove",
+    "map_and_filter": "map() over several iterables",
+    "operator_module": "operator.itemgetter objects",
+    "sorted_with_key": "sorted() with a key function",
+    "ordered_and_default_dicts": "collections.defaultdict and OrderedDict.move_to_end",
+    "sequential_index_and_slice": "slicing an nn.Sequential",
+    "namedtuple_argument": "named tuple methods",
+    "namedtuple_built_inside": "namedtuple._replace()",
+}
+
+
+def _params(cases):
+    return [pytest.param(c, id=c.name, marks=pytest.mark.xfail(strict=True,
+                                                                reason=KNOWN_GAPS[c.name]))
+            if c.name in KNOWN_GAPS else pytest.param(c, id=c.name) for c in cases]
+
+
 CASES = corpus.all_cases()
 _PLAIN = (bool, int, float, str, type(None), torch.dtype, torch.device)
 
@@ -81,7 +113,7 @@ def _assert_call_matches_eager(compiled, case, seed):
     return inputs
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", _params(CASES))
 def test_compiled_matches_eager(case):
     compiled = _compile(case.fn)
     first_inputs = _assert_call_matches_eager(compiled, case, seed=0)
@@ -99,7 +131,7 @@ def test_compiled_matches_eager(case):
         assert after_second["cache_hits"] == after_first["cache_hits"] + 1, after_second
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", _params(CASES))
 def test_explain_reports_one_graph(case):
     inputs = clone(case.inputs(0))
     report = dynvm.explain(case.fn)(*inputs.args, **inputs.kwargs)

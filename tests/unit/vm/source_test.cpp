@@ -1,6 +1,6 @@
 // Source chains print as Python-like paths used by guards and explain().
-#include "catch.h"
 #include "dynvm/vm/source.h"
+#include "catch.h"
 
 using dynvm::vm::Source;
 

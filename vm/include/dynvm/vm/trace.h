@@ -30,7 +30,16 @@ struct InputBinding {
 
 // How the function's return value is rebuilt from graph outputs and known values.
 struct OutputRecipe {
-  enum class Kind : uint8_t { GraphOutput, Constant, FromSource, Tuple, List, Dict, Size, NewObject };
+  enum class Kind : uint8_t {
+    GraphOutput,
+    Constant,
+    FromSource,
+    Tuple,
+    List,
+    Dict,
+    Size,
+    NewObject
+  };
   Kind kind = Kind::Constant;
   int index = -1;                   // GraphOutput: which graph output
   PyRef constant;                   // Constant; Dict: the keys tuple; Tuple: the type
