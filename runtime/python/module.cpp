@@ -69,10 +69,12 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
 PyMODINIT_FUNC PyInit__C(void) {
   PyObject* m = PyModule_Create(&kModule);  // new reference
   if (m == nullptr) return nullptr;
-  PyObject* graph_break = PyErr_NewExceptionWithDoc(
-      "dynvm._C.GraphBreakError",
-      "Raised under fullgraph=True when the VM meets code it cannot capture.", PyExc_RuntimeError,
-      nullptr);  // new reference
+  // The exception class lives in Python (dynvm.errors) so that it exists before the
+  // native core is loaded.
+  PyObject* errors = PyImport_ImportModule("dynvm.errors");  // new reference
+  PyObject* graph_break =
+      errors != nullptr ? PyObject_GetAttrString(errors, "GraphBreakError") : nullptr;  // new
+  Py_XDECREF(errors);
   if (PyModule_AddStringConstant(m, "__version__", dynvm_version()) < 0 ||
       PyModule_AddObject(m, "has_vm", Py_NewRef(Py_True)) < 0 ||
       !dynvm::runtime::add_compiled_function_type(m) || graph_break == nullptr ||

@@ -39,7 +39,7 @@ def add(x, y):
 
 
 def test_version_comes_from_the_build():
-    assert dynvm.__version__ == dynvm._C.__version__
+    assert dynvm.__version__ == dynvm._native.core().__version__
     build_dir = os.environ.get("DYNVM_BUILD_DIR")
     if not build_dir:
         pytest.fail("DYNVM_BUILD_DIR must name the build directory (CTest sets it)")

@@ -14,6 +14,8 @@ import sys
 import pytest
 
 import dis_reference
+import torch  # noqa: F401  (dynvm._C needs torch loaded first)
+
 import dynvm._C as native
 
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data"

@@ -4,9 +4,9 @@ The API is shaped like torch.compile: dynvm.compile, dynvm.explain, dynvm.reset 
 dynvm.disable. Importing dynvm does not import torch.
 """
 
-from dynvm._C import __version__
+from dynvm._version import __version__
 from dynvm import config as _config
-from dynvm._C import GraphBreakError
+from dynvm.errors import GraphBreakError
 from dynvm.api import compile, counters, disable, explain, reset, vm_available
 from dynvm.explain_output import BreakReason, ExplainOutput
 

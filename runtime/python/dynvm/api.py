@@ -2,7 +2,7 @@
 
 import functools
 
-from dynvm import _C, backends, config, stats, wrappers
+from dynvm import _native, backends, config, stats, wrappers
 from dynvm.explain_output import ExplainOutput
 
 
@@ -104,19 +104,19 @@ def explain(fn):
 def reset():
     """Forgets everything compiled so far: caches and the counters of the run report."""
     stats.clear()
-    _C.reset()
+    _native.core().reset()
 
 
 def vm_available():
     """True when this build traces bytecode (the VM is wired into the package)."""
-    return getattr(_C, "has_vm", False) is True
+    return getattr(_native.core(), "has_vm", False) is True
 
 
 class _Counters:
     """dynvm.counters: a read-only mapping of the process-wide compilation counters."""
 
     def _values(self):
-        return _C.counters()
+        return _native.core().counters()
 
     def __getitem__(self, key):
         return self._values()[key]

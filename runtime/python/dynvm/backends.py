@@ -1,6 +1,6 @@
 """What each backend needs from the native core, and the error when this build lacks it."""
 
-from dynvm import _C
+from dynvm import _native
 
 # The layers each backend needs, in pipeline order.
 _NEEDS = {
@@ -14,19 +14,26 @@ _DESCRIPTIONS = {
 }
 
 
-def _has(piece):
+# The layers this build wires into dynvm._C, known without loading it (the report at the
+# end of `dynvm run` must not import torch).
+_BUILT = {"vm": True, "codegen": False}
+
+
+def _has(piece, load=True):
     # dynvm._C exports has_<piece> = True once that layer is wired into the package.
-    return getattr(_C, f"has_{piece}", False) is True
+    if not load:
+        return _BUILT.get(piece, False)
+    return getattr(_native.core(), f"has_{piece}", False) is True
 
 
-def missing_pieces(backend):
+def missing_pieces(backend, load=True):
     """The descriptions of the layers `backend` needs that this build lacks."""
-    return [_DESCRIPTIONS[piece] for piece in _NEEDS[backend] if not _has(piece)]
+    return [_DESCRIPTIONS[piece] for piece in _NEEDS[backend] if not _has(piece, load)]
 
 
-def unavailable_reason(backend):
+def unavailable_reason(backend, load=True):
     """Why `backend` cannot compile in this build, or None when it can."""
-    missing = missing_pieces(backend)
+    missing = missing_pieces(backend, load)
     if not missing:
         return None
     return (

@@ -3,7 +3,7 @@
 import json
 import os
 
-from dynvm import _C, backends, config
+from dynvm import _native, _version, backends, config
 
 
 def compile_status(compile_requested, backend):
@@ -12,13 +12,15 @@ def compile_status(compile_requested, backend):
         return "compilation was turned off by --no-compile; the script ran in plain CPython"
     if config.disabled():
         return "compilation was turned off by DYNVM_DISABLE; the script ran in plain CPython"
-    reason = backends.unavailable_reason(backend)
+    reason = backends.unavailable_reason(backend, load=False)
     if reason is not None:
         return (
             f"compilation is not available in this build: {reason}; "
             "the script ran in plain CPython"
         )
-    if not getattr(_C, "has_frame_hook", False):
+    # Only a core that `dynvm run` already loaded can have installed the frame hook; the
+    # report never loads it (that would import torch at exit).
+    if not getattr(_native.loaded(), "has_frame_hook", False):
         return (
             "compilation is not available in this build: dynvm run compiles frames "
             "through the frame hook (runtime/), which this build does not have yet; "
@@ -30,7 +32,7 @@ def compile_status(compile_requested, backend):
 def build(run, stats, time_running_s):
     """The report as a JSON-ready dict. `run` is the _cli.RunSettings of this run."""
     return {
-        "dynvm_version": _C.__version__,
+        "dynvm_version": _version.__version__,
         "script": run.script,
         "backend": run.backend,
         "mode": run.mode,

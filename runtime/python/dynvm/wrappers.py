@@ -5,7 +5,7 @@ import functools
 import sys
 import types
 
-from dynvm import _C, backends
+from dynvm import _native, backends
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +55,7 @@ class CompiledFunction:
                     )
                 self._bound_self = (target,)
                 target = call
-            self._native = _C.CompiledFunction(
+            self._native = _native.core().CompiledFunction(
                 target, self._options.backend, self._options.fullgraph
             )
         return self._native

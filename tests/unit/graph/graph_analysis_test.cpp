@@ -1,6 +1,8 @@
 // Topological order, reachability and alias classes over small graphs.
 #include "dynvm/graph/graph_analysis.h"
 
+#include <algorithm>
+
 #include "catch.h"
 #include "dynvm/graph/alias_analysis.h"
 #include "graph_test_util.h"
