@@ -16,7 +16,8 @@ target_link_libraries(dynvm INTERFACE
   $<INSTALL_INTERFACE:Python3::Python>)
 set(_dynvm_link_extra "")
 if(DYNVM_HAVE_TORCH)
-  target_link_libraries(dynvm INTERFACE $<INSTALL_INTERFACE:torch>)
+  target_link_libraries(dynvm INTERFACE $<INSTALL_INTERFACE:torch>
+                                         $<INSTALL_INTERFACE:${DYNVM_TORCH_PYTHON_LIBRARY}>)
 endif()
 if(DYNVM_HAVE_LLVM)
   target_link_libraries(dynvm INTERFACE
