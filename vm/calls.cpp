@@ -469,21 +469,6 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
   unsupported("call to builtin " + name + "()");
 }
 
-// A module's place in its tree: source of the module at `dotted` below `root`.
-SourcePtr module_path_source(const SourcePtr& root, const std::string& dotted) {
-  SourcePtr src = root;
-  size_t start = 0;
-  while (start < dotted.size()) {
-    size_t dot = dotted.find('.', start);
-    std::string part =
-        dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    src = Source::module_member(Source::Kind::ModuleChild, src, part);
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  return src;
-}
-
 // nn.Module.parameters() and its relatives, evaluated on the real module tree with every
 // dict they walk guarded, so a module added or removed later means a retrace.
 ValuePtr call_module_structure_method(TraceContext& ctx, const std::string& method,
@@ -498,7 +483,8 @@ ValuePtr call_module_structure_method(TraceContext& ctx, const std::string& meth
   if (!all_list) unsupported_from_python_error("named_modules()");
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(all_list.get()); ++i) {
     PyObject* pair = PyList_GET_ITEM(all_list.get(), i);
-    SourcePtr sub = module_path_source(src, PyUnicode_AsUTF8(PyTuple_GET_ITEM(pair, 0)));
+    SourcePtr sub = Source::module_path(src, PyUnicode_AsUTF8(PyTuple_GET_ITEM(pair, 0)),
+                                        Source::Kind::ModuleChild);
     PyRef dict = PyRef::steal(PyObject_GenericGetDict(PyTuple_GET_ITEM(pair, 1), nullptr));
     if (!dict) unsupported_from_python_error("module __dict__");
     for (const char* members : {"_parameters", "_buffers", "_modules"}) {
@@ -529,14 +515,11 @@ ValuePtr call_module_structure_method(TraceContext& ctx, const std::string& meth
     PyObject* object = PyTuple_GET_ITEM(pair, 1);
     SourcePtr item_src;
     if (base == "modules" || base == "children") {
-      item_src = module_path_source(src, dotted);
+      item_src = Source::module_path(src, dotted, Source::Kind::ModuleChild);
     } else {
-      size_t dot = dotted.rfind('.');
-      SourcePtr owner =
-          dot == std::string::npos ? src : module_path_source(src, dotted.substr(0, dot));
-      item_src = Source::module_member(
-          base == "parameters" ? Source::Kind::ModuleParam : Source::Kind::ModuleBuffer, owner,
-          dot == std::string::npos ? dotted : dotted.substr(dot + 1));
+      item_src = Source::module_path(
+          src, dotted,
+          base == "parameters" ? Source::Kind::ModuleParam : Source::Kind::ModuleBuffer);
     }
     ValuePtr v = dotted.empty() ? self : ctx.wrap(object, item_src);
     if (named) {

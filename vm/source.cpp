@@ -34,6 +34,19 @@ SourcePtr Source::item(SourcePtr base, int64_t index) {
   return SourcePtr(new Source(Kind::Index, std::move(base), "", index));
 }
 
+SourcePtr Source::module_path(SourcePtr root, const std::string& dotted, Kind last) {
+  if (dotted.empty()) return root;
+  SourcePtr src = std::move(root);
+  size_t start = 0;
+  while (true) {
+    size_t dot = dotted.find('.', start);
+    if (dot == std::string::npos) break;
+    src = module_member(Kind::ModuleChild, src, dotted.substr(start, dot - start));
+    start = dot + 1;
+  }
+  return module_member(last, src, dotted.substr(start));
+}
+
 std::string Source::to_string() const {
   switch (kind_) {
     case Kind::Local:

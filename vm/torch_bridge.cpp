@@ -345,8 +345,8 @@ graph::Value* TorchBridge::mark_requires_grad(graph::Value* value) {
   return node->output(0);
 }
 
-ValuePtr TorchBridge::call(PyObject* callable, const std::vector<ValuePtr>& args,
-                           const KwArgs& kwargs) {
+std::pair<PyRef, PyRef> TorchBridge::python_arguments(const std::vector<ValuePtr>& args,
+                                                      const KwArgs& kwargs) {
   PyRef py_args = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
   for (size_t i = 0; i < args.size(); ++i) {
     PyTuple_SET_ITEM(py_args.get(), static_cast<Py_ssize_t>(i), to_python(args[i]).release());
@@ -355,6 +355,12 @@ ValuePtr TorchBridge::call(PyObject* callable, const std::vector<ValuePtr>& args
   for (const auto& [name, value] : kwargs) {
     PyDict_SetItemString(py_kwargs.get(), name.c_str(), to_python(value).get());
   }
+  return {std::move(py_args), std::move(py_kwargs)};
+}
+
+ValuePtr TorchBridge::call(PyObject* callable, const std::vector<ValuePtr>& args,
+                           const KwArgs& kwargs) {
+  auto [py_args, py_kwargs] = python_arguments(args, kwargs);
   PyRef result = PyRef::steal(PyObject_CallMethod(session_.get(), "call", "OOOO", callable,
                                                   py_args.get(), py_kwargs.get(),
                                                   context_.grad_enabled ? Py_True : Py_False));
@@ -400,30 +406,14 @@ ValuePtr TorchBridge::call_module(PyObject* module, const SourcePtr& module_sour
       PyObject* pair = PyList_GET_ITEM(list.get(), i);
       std::string dotted = PyUnicode_AsUTF8(PyTuple_GET_ITEM(pair, 0));
       PyObject* tensor = PyTuple_GET_ITEM(pair, 1);
-      SourcePtr src = module_source;
-      size_t start = 0;
-      while (true) {
-        size_t dot = dotted.find('.', start);
-        if (dot == std::string::npos) break;
-        src = Source::module_member(Source::Kind::ModuleChild, src,
-                                    dotted.substr(start, dot - start));
-        start = dot + 1;
-      }
-      src = Source::module_member(
-          kind[6] == 'p' ? Source::Kind::ModuleParam : Source::Kind::ModuleBuffer, src,
-          dotted.substr(start));
+      SourcePtr src = Source::module_path(
+          module_source, dotted,
+          kind[6] == 'p' ? Source::Kind::ModuleParam : Source::Kind::ModuleBuffer);
       ValuePtr v = context_.wrap(tensor, src);
       PyDict_SetItemString(state.get(), dotted.c_str(), v->obj.get());
     }
   }
-  PyRef py_args = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
-  for (size_t i = 0; i < args.size(); ++i) {
-    PyTuple_SET_ITEM(py_args.get(), static_cast<Py_ssize_t>(i), to_python(args[i]).release());
-  }
-  PyRef py_kwargs = PyRef::steal(PyDict_New());
-  for (const auto& [name, value] : kwargs) {
-    PyDict_SetItemString(py_kwargs.get(), name.c_str(), to_python(value).get());
-  }
+  auto [py_args, py_kwargs] = python_arguments(args, kwargs);
   PyRef result = PyRef::steal(PyObject_CallMethod(session_.get(), "call_module", "OOOOO", module,
                                                   state.get(), py_args.get(), py_kwargs.get(),
                                                   context_.grad_enabled ? Py_True : Py_False));

@@ -44,6 +44,8 @@ class TorchBridge {
 
  private:
   PyRef to_python(const ValuePtr& value);  // fakes for tensors
+  // Positional and keyword arguments as a Python tuple and dict.
+  std::pair<PyRef, PyRef> python_arguments(const std::vector<ValuePtr>& args, const KwArgs& kwargs);
   ValuePtr from_python(PyObject* object);  // borrowed; maps fakes back to graph values
   void add_records(PyObject* records);     // borrowed list from the tracing session
   void sync_grad_mode();                   // a set_grad_enabled node when the mode changed

@@ -14,3 +14,14 @@ TEST_CASE("sources print as paths") {
   CHECK(Source::builtin("len")->to_string() == "B['len']");
   CHECK(Source::attr(Source::closure("scale", 1), "value")->to_string() == "C['scale'].value");
 }
+
+TEST_CASE("module paths build ModuleChild chains ending in the member kind") {
+  auto root = Source::local("self", 0);
+  auto w = Source::module_path(root, "layer1.0.conv1.weight", Source::Kind::ModuleParam);
+  CHECK(w->to_string() == "L['self'].layer1.0.conv1.weight");
+  CHECK(w->kind() == Source::Kind::ModuleParam);
+  CHECK(w->base()->kind() == Source::Kind::ModuleChild);
+  CHECK(w->base()->name() == "conv1");
+  CHECK(Source::module_path(root, "", Source::Kind::ModuleChild) == root);
+  CHECK(Source::module_path(root, "fc", Source::Kind::ModuleChild)->to_string() == "L['self'].fc");
+}

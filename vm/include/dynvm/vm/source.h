@@ -35,6 +35,10 @@ class Source {
   static SourcePtr module_member(Kind kind, SourcePtr base, std::string name);
   static SourcePtr key(SourcePtr base, std::string key);
   static SourcePtr item(SourcePtr base, int64_t index);
+  // A member of an nn.Module tree by its dotted name ("layer1.0.conv1.weight"): the
+  // submodules as ModuleChild, the last part as `last` (ModuleParam, ModuleBuffer or
+  // ModuleChild). An empty name is `root` itself.
+  static SourcePtr module_path(SourcePtr root, const std::string& dotted, Kind last);
 
   Kind kind() const { return kind_; }
   const SourcePtr& base() const { return base_; }
