@@ -122,7 +122,34 @@ PyObject* Variant::run(const vm::FrameInputs& inputs) const {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
   }
-  return rebuild(trace_.output, outputs, inputs);
+  PyRef result = PyRef::steal(rebuild(trace_.output, outputs, inputs));
+  if (!result) return nullptr;
+  // Mutations of pre-existing objects, in the order the function made them.
+  for (const vm::SideEffect& effect : trace_.side_effects) {
+    PyRef target = vm::resolve_source(effect.target, inputs);
+    PyRef value = PyRef::steal(rebuild(effect.value, outputs, inputs));
+    if (!target || !value) {
+      if (!PyErr_Occurred()) {
+        PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: cannot replay a side effect");
+      }
+      return nullptr;
+    }
+    int rc = 0;
+    switch (effect.kind) {
+      case vm::SideEffect::Kind::SetAttr:
+        rc = PyObject_SetAttrString(target.get(), effect.name.c_str(), value.get());
+        break;
+      case vm::SideEffect::Kind::ReplaceList:
+        rc = PyList_SetSlice(target.get(), 0, PyList_GET_SIZE(target.get()), value.get());
+        break;
+      case vm::SideEffect::Kind::ReplaceDict:
+        PyDict_Clear(target.get());
+        rc = PyDict_Update(target.get(), value.get());
+        break;
+    }
+    if (rc < 0) return nullptr;
+  }
+  return result.release();
 }
 
 }  // namespace dynvm::runtime

@@ -234,6 +234,7 @@ ValuePtr super_attribute(TraceContext& ctx, const ValuePtr& sup, const std::stri
 }  // namespace
 
 ValuePtr load_attribute(TraceContext& ctx, const ValuePtr& object, const std::string& name) {
+  if (ValuePtr written = ctx.attribute_written(object, name)) return written;
   switch (object->kind) {
     case TracedValue::Kind::Tensor:
       return tensor_attribute(ctx, object, name);

@@ -536,7 +536,7 @@ ValuePtr call_module_structure_method(TraceContext& ctx, const std::string& meth
 ValuePtr call_container_method(TraceContext& ctx, const std::string& method, const ValuePtr& self,
                                std::vector<ValuePtr> args) {
   auto require_mutable = [&] {
-    if (!self->mutable_here) {
+    if (!ctx.track_mutation(self)) {
       unsupported("mutation (" + method + ") of a " + self->describe() +
                   " that existed before the call");
     }

@@ -336,6 +336,7 @@ void InlineFrame::step(const Instruction& ins) {
         store_attribute(obj, code_->names.at(n.index), value);
         return;
       }
+      if (context_.record_attribute_write(obj, code_->names.at(n.index), value)) return;
       unsupported("assignment to attribute '" + code_->names.at(n.index) + "' of a " +
                   obj->describe());
     }
@@ -373,7 +374,7 @@ void InlineFrame::step(const Instruction& ins) {
     case Op::DeleteSubscr: {
       ValuePtr key = pop();
       ValuePtr container = pop();
-      if (!container->mutable_here)
+      if (!context_.track_mutation(container))
         unsupported("del on a " + container->describe() + " that existed before the call");
       if (container->is(TracedValue::Kind::List)) {
         PyRef k = concrete_object(key);

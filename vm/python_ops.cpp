@@ -141,7 +141,7 @@ ValuePtr binary_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const 
   }
   if (base == 7 && lhs->is(TracedValue::Kind::Dict) && rhs->is(TracedValue::Kind::Dict)) {
     // d1 | d2: a new dict with rhs winning (|= mutates lhs).
-    if (inplace && !lhs->mutable_here) unsupported("|= on a dict that existed before the call");
+    if (inplace && !ctx.track_mutation(lhs)) unsupported("|= on a dict that cannot be tracked");
     ValuePtr out = inplace ? lhs : TracedValue::dict(lhs->keys, lhs->items, true);
     for (size_t i = 0; i < rhs->keys.size(); ++i) {
       bool replaced = false;
@@ -163,7 +163,7 @@ ValuePtr binary_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const 
   // computed concretely below so the result stays a torch.Size).
   if (base == 0 && lhs->is_sequence() && rhs->is_sequence() && !lhs->is_size) {
     if (inplace && lhs->is(TracedValue::Kind::List)) {
-      if (!lhs->mutable_here) unsupported("+= on a list that existed before the call");
+      if (!ctx.track_mutation(lhs)) unsupported("+= on a list that cannot be tracked");
       for (auto& i : rhs->items) lhs->items.push_back(i);
       return lhs;
     }
@@ -315,7 +315,7 @@ void store_subscript(TraceContext& ctx, const ValuePtr& container, const ValuePt
     ctx.bridge->call(operator_function("setitem"), {container, key, value}, {});
     return;
   }
-  if (!container->mutable_here) {
+  if (!ctx.track_mutation(container)) {
     unsupported("item assignment to a " + container->describe() + " that existed before the call");
   }
   if (container->is(TracedValue::Kind::List)) {

@@ -424,7 +424,9 @@ ValuePtr TorchBridge::call_module(PyObject* module, const SourcePtr& module_sour
   return from_python(PyTuple_GET_ITEM(result.get(), 0));
 }
 
-OutputRecipe TorchBridge::output_recipe(const ValuePtr& value) {
+OutputRecipe TorchBridge::output_recipe(const ValuePtr& value,
+                                        const std::vector<TraceContext::PendingSideEffect>& pending,
+                                        std::vector<SideEffect>* side_effects) {
   std::vector<graph::Value*> outputs = graph_.outputs();
   std::function<OutputRecipe(const ValuePtr&)> build = [&](const ValuePtr& v) -> OutputRecipe {
     OutputRecipe r;
@@ -498,6 +500,10 @@ OutputRecipe TorchBridge::output_recipe(const ValuePtr& value) {
     }
   };
   OutputRecipe recipe = build(value);
+  for (const auto& effect : pending) {
+    side_effects->push_back(
+        SideEffect{effect.kind, effect.target, effect.name, build(effect.value)});
+  }
   graph_.set_outputs(outputs);
   return recipe;
 }

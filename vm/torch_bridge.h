@@ -14,10 +14,9 @@
 #include "dynvm/support/py_ref.h"
 #include "dynvm/vm/trace.h"
 #include "dynvm/vm/traced_value.h"
+#include "trace_context.h"
 
 namespace dynvm::vm {
-
-class TraceContext;
 
 using KwArgs = std::vector<std::pair<std::string, ValuePtr>>;
 
@@ -39,7 +38,10 @@ class TorchBridge {
   void set_initial_grad_mode(bool enabled) { graph_grad_mode_ = enabled; }
   std::vector<InputBinding>& inputs() { return inputs_; }
   // Marks the graph outputs and returns the recipe rebuilding `value` from them.
-  OutputRecipe output_recipe(const ValuePtr& value);
+  // The side effects get recipes for their values too (their tensors become outputs).
+  OutputRecipe output_recipe(const ValuePtr& value,
+                             const std::vector<TraceContext::PendingSideEffect>& pending,
+                             std::vector<SideEffect>* side_effects);
   size_t node_count() const;
 
  private:

@@ -181,6 +181,46 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
   return result;
 }
 
+bool TraceContext::track_mutation(const ValuePtr& container) {
+  if (container->mutable_here) return true;
+  if (!container->source ||
+      !(container->is(TracedValue::Kind::List) || container->is(TracedValue::Kind::Dict)) ||
+      container->obj.get() == nullptr) {
+    return false;
+  }
+  bool is_list = container->is(TracedValue::Kind::List);
+  if (is_list ? !PyList_CheckExact(container->py()) : !PyDict_CheckExact(container->py())) {
+    return false;  // an OrderedDict or another subclass: not replayed
+  }
+  container->mutable_here = true;
+  side_effects.push_back(
+      PendingSideEffect{is_list ? SideEffect::Kind::ReplaceList : SideEffect::Kind::ReplaceDict,
+                        container->source, "", container});
+  return true;
+}
+
+bool TraceContext::record_attribute_write(const ValuePtr& object, const std::string& name,
+                                          const ValuePtr& value) {
+  if (!object->is(TracedValue::Kind::Object) || !object->source || object->py() == nullptr) {
+    return false;
+  }
+  PyTypeObject* type = Py_TYPE(object->py());
+  // Only plain instances and nn.Modules: their setattr is Python-level or generic.
+  if (PyModule_Check(object->py()) || PyType_Check(object->py()) ||
+      !(type->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    return false;
+  }
+  side_effects.push_back(PendingSideEffect{SideEffect::Kind::SetAttr, object->source, name, value});
+  attribute_writes[object->source->to_string() + "." + name] = value;
+  return true;
+}
+
+ValuePtr TraceContext::attribute_written(const ValuePtr& object, const std::string& name) const {
+  if (!object->source || attribute_writes.empty()) return nullptr;
+  auto it = attribute_writes.find(object->source->to_string() + "." + name);
+  return it == attribute_writes.end() ? nullptr : it->second;
+}
+
 bool truthiness(const ValuePtr& value) {
   switch (value->kind) {
     case TracedValue::Kind::Constant: {

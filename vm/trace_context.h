@@ -65,6 +65,27 @@ class TraceContext {
   // way `kind` says. A guard that cannot be expressed ends the trace.
   void guard(GuardKind kind, const SourcePtr& source, PyObject* object);
 
+  // Mutations of pre-existing objects, replayed after the graph runs.
+  struct PendingSideEffect {
+    SideEffect::Kind kind;
+    SourcePtr target;
+    std::string name;
+    ValuePtr value;  // SetAttr: the value; Replace*: the container itself (final contents)
+  };
+  std::vector<PendingSideEffect> side_effects;
+  // Attributes the traced code set on pre-existing objects, by "source.name": later reads
+  // in the trace see them.
+  std::map<std::string, ValuePtr> attribute_writes;
+
+  // Lets the trace mutate a list or dict that existed before the call: its final
+  // contents are written back after the graph runs. False when it cannot be (no source).
+  bool track_mutation(const ValuePtr& container);
+  // Records obj.name = value on a pre-existing object; false when it cannot be.
+  bool record_attribute_write(const ValuePtr& object, const std::string& name,
+                              const ValuePtr& value);
+  // A value the traced code stored in obj.name earlier, or null.
+  ValuePtr attribute_written(const ValuePtr& object, const std::string& name) const;
+
   // The decoded code of a live code object, cached for the process.
   std::shared_ptr<const frontend::CodeInfo> code_info(PyObject* code);  // borrowed
 

@@ -55,7 +55,7 @@ Trace trace_function(PyObject* function, const std::vector<PyObject*>& arguments
       }
     }
     ValuePtr result = frame.run();
-    trace.output = ctx.bridge->output_recipe(result);
+    trace.output = ctx.bridge->output_recipe(result, ctx.side_effects, &trace.side_effects);
     trace.graph = std::move(ctx.bridge->graph());
     trace.inputs = std::move(ctx.bridge->inputs());
     trace.guards = std::move(ctx.guards);

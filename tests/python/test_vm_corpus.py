@@ -25,12 +25,7 @@ pytestmark = pytest.mark.skipif(
 # are strict expected failures: one that starts passing fails the run until it is
 # removed from this table (docs/status.md lists the same gaps).
 KNOWN_GAPS = {
-    "dict_argument_mutated": "mutations of pre-existing objects are not replayed yet",
-    "list_argument_mutated": "mutations of pre-existing objects are not replayed yet",
-    "object_argument_mutated": "mutations of pre-existing objects are not replayed yet",
     "object_attribute_set_and_deleted": "mutations of pre-existing objects are not replayed yet",
-    "module_attribute_mutated_in_forward": "mutations of pre-existing objects are not replayed yet",
-    "dataclass_argument": "mutations of pre-existing objects are not replayed yet",
     "try_except_key_error_caught": "exceptions raised and caught inside the trace",
     "match_on_shape_sequence": "the match statement (MATCH_SEQUENCE)",
     "module_forward_hooks": "nn.Module hooks are a graph break",

@@ -47,6 +47,20 @@ struct OutputRecipe {
   std::vector<OutputRecipe> items;  // Tuple, List, Dict values
 };
 
+// A mutation the traced code made to an object that existed before the call, replayed
+// on the real object after the graph has run.
+struct SideEffect {
+  enum class Kind : uint8_t {
+    SetAttr,      // setattr(target, name, value)
+    ReplaceList,  // target[:] = value (a List recipe)
+    ReplaceDict,  // target.clear(); target.update(value) (a Dict recipe)
+  };
+  Kind kind = Kind::SetAttr;
+  SourcePtr target;
+  std::string name;
+  OutputRecipe value;
+};
+
 struct GraphBreakInfo {
   std::string reason;
   std::string filename;
@@ -58,6 +72,7 @@ struct Trace {
   std::vector<InputBinding> inputs;  // one per graph input, in order
   GuardSet guards;
   OutputRecipe output;
+  std::vector<SideEffect> side_effects;       // in the order the traced code made them
   std::optional<GraphBreakInfo> graph_break;  // set: the function could not be traced
 };
 
