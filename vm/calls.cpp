@@ -188,6 +188,11 @@ ValuePtr call_module(TraceContext& ctx, const ValuePtr& module_value, std::vecto
   std::string forward_module = forward ? module_name_of(forward) : "";
   if (!container && starts_with(forward_module, "torch.nn.modules")) {
     // A built-in leaf module (Conv2d, BatchNorm2d, MultiheadAttention, ...): one call.
+    // Its Python code is not traced, so every attribute it may read (stride, eps,
+    // momentum, ...) is covered by one guard: its __dict__ must stay unchanged.
+    auto guarded = ctx.guards.add_module_dict_version(module_value->source, module);
+    if (!guarded)
+      unsupported("cannot guard " + module_value->describe() + ": " + guarded.error().message);
     return ctx.bridge->call_module(module, module_value->source, args, kwargs);
   }
   if (forward == nullptr || !PyFunction_Check(forward)) {
