@@ -188,11 +188,20 @@ ValuePtr call_module(TraceContext& ctx, const ValuePtr& module_value, std::vecto
   std::string forward_module = forward ? module_name_of(forward) : "";
   if (!container && starts_with(forward_module, "torch.nn.modules")) {
     // A built-in leaf module (Conv2d, BatchNorm2d, MultiheadAttention, ...): one call.
-    // Its Python code is not traced, so every attribute it may read (stride, eps,
-    // momentum, ...) is covered by one guard: its __dict__ must stay unchanged.
-    auto guarded = ctx.guards.add_module_dict_version(module_value->source, module);
-    if (!guarded)
-      unsupported("cannot guard " + module_value->describe() + ": " + guarded.error().message);
+    // Its Python code is not traced, so every plain attribute it may read (stride, eps,
+    // momentum, training, ...) is guarded to stay equal to what it is now.
+    PyObject* key;
+    PyObject* value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &key, &value)) {  // borrowed
+      if (!PyUnicode_Check(key)) continue;
+      SourcePtr attr = Source::attr(module_value->source, PyUnicode_AsUTF8(key));
+      if (value == Py_None || PyBool_Check(value)) {
+        (void)ctx.guards.add_id_match(attr, value);
+      } else {
+        (void)ctx.guards.add_constant_match(attr, value);  // an Error for non-constants: skipped
+      }
+    }
     return ctx.bridge->call_module(module, module_value->source, args, kwargs);
   }
   if (forward == nullptr || !PyFunction_Check(forward)) {

@@ -17,6 +17,8 @@ def test_leaf_module_hyperparameter_change_retraces():
     x = torch.randn(1, 3, 8, 8)
     with torch.no_grad():
         assert compiled(x).shape == (1, 4, 6, 6)
+        assert compiled(x).shape == (1, 4, 6, 6)
+        assert dynvm.counters["cache_hits"] == 1  # the guard holds while nothing changes
         conv.stride = (2, 2)
         assert compiled(x).shape == conv(x).shape == (1, 4, 3, 3)
     assert dynvm.counters["recompiles"] == 1
