@@ -22,8 +22,8 @@ bool bind_arguments(PyObject* function, PyObject* args, PyObject* kwargs, std::v
   int slot = npos + nkwonly;
   if (has_varargs) {
     Py_ssize_t extra = nargs > npos ? nargs - npos : 0;
-    PyRef rest = PyRef::steal(
-        PyTuple_GetSlice(args != nullptr ? args : PyTuple_New(0), nargs - extra, nargs));
+    PyRef rest = PyRef::steal(args != nullptr ? PyTuple_GetSlice(args, nargs - extra, nargs)
+                                              : PyTuple_New(0));
     if (!rest) {
       PyErr_Clear();
       return false;
