@@ -265,6 +265,14 @@ ValuePtr load_attribute(TraceContext& ctx, const ValuePtr& object, const std::st
     case TracedValue::Kind::List:
     case TracedValue::Kind::Dict: {
       if (ValuePtr field = named_tuple_field(object, name)) return field;
+      if (object->class_value && object->class_value->source) {
+        // Class attributes of a named tuple (_fields, _field_defaults): read from its class.
+        PyRef value = PyRef::steal(PyObject_GetAttrString(object->class_value->py(), name.c_str()));
+        if (value && !PyCallable_Check(value.get())) {
+          return ctx.wrap(value.get(), Source::attr(object->class_value->source, name));
+        }
+        PyErr_Clear();
+      }
       if (object->is(TracedValue::Kind::Tuple) && object->obj && !object->is_size) {
         // A named tuple (torch.return_types.max, a user namedtuple): fields by name.
         PyRef value = PyRef::steal(PyObject_GetAttrString(object->obj.get(), name.c_str()));

@@ -326,6 +326,41 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       return TracedValue::object(PyRef::borrow(reinterpret_cast<PyObject*>(&PyDict_Type)));
     unsupported("type() of a " + v->describe());
   }
+  if (name == "sorted" && args.size() == 1) {
+    ValuePtr key_fn;
+    bool reverse = false;
+    for (const auto& [k, v] : kwargs) {
+      if (k == "key" && v->py() != Py_None) key_fn = v;
+      if (k == "reverse") reverse = truthiness(v);
+    }
+    if (key_fn) {
+      // sorted(items, key=f): f runs in the trace; the keys it gives must be constants.
+      std::vector<ValuePtr> items = iterate(ctx, args[0]);
+      PyRef pairs = PyRef::steal(PyList_New(0));
+      for (size_t i = 0; i < items.size(); ++i) {
+        PyRef key = concrete_object(call_value(ctx, key_fn, {items[i]}, {}));
+        if (!key) unsupported("sorted() with a key that is not a constant");
+        PyRef pair =
+            PyRef::steal(Py_BuildValue("(OK)", key.get(), static_cast<unsigned long long>(i)));
+        PyList_Append(pairs.get(), pair.get());
+      }
+      // Sorting (key, index) pairs by key alone keeps equal keys in order (stable).
+      PyRef itemgetter =
+          PyRef::steal(PyObject_CallMethod(known().operator_module.get(), "itemgetter", "i", 0));
+      PyRef sort = PyRef::steal(PyObject_GetAttrString(pairs.get(), "sort"));
+      PyRef sort_kwargs = PyRef::steal(Py_BuildValue("{s:O,s:O}", "key", itemgetter.get(),
+                                                     "reverse", reverse ? Py_True : Py_False));
+      PyRef empty = PyRef::steal(PyTuple_New(0));
+      PyRef sorted_ok = PyRef::steal(PyObject_Call(sort.get(), empty.get(), sort_kwargs.get()));
+      if (!sorted_ok) unsupported_from_python_error("sorted()");
+      std::vector<ValuePtr> ordered;
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pairs.get()); ++i) {
+        size_t index = PyLong_AsSize_t(PyTuple_GET_ITEM(PyList_GET_ITEM(pairs.get(), i), 1));
+        ordered.push_back(items[index]);
+      }
+      return TracedValue::list(std::move(ordered), true);
+    }
+  }
   if (name == "sorted") {
     std::vector<ValuePtr> items = iterate(ctx, args.at(0));
     PyRef list = PyRef::steal(PyList_New(0));

@@ -340,6 +340,15 @@ void InlineFrame::step(const Instruction& ins) {
       unsupported("assignment to attribute '" + code_->names.at(n.index) + "' of a " +
                   obj->describe());
     }
+    case Op::DeleteAttr: {
+      ValuePtr obj = pop();
+      const std::string& name = code_->names.at(n.index);
+      if (obj->is(TracedValue::Kind::NewObject) && obj->mutable_here) {
+        if (!delete_attribute(obj, name)) unsupported("AttributeError: " + name);
+        return;
+      }
+      unsupported("deleting attribute '" + name + "' of a " + obj->describe());
+    }
     case Op::UnaryPositive:
     case Op::UnaryNegative:
     case Op::UnaryNot:

@@ -71,6 +71,17 @@ ValuePtr find_attribute(const ValuePtr& object, const std::string& name) {
   return nullptr;
 }
 
+bool delete_attribute(const ValuePtr& object, const std::string& name) {
+  for (size_t i = 0; i < object->keys.size(); ++i) {
+    if (name == PyUnicode_AsUTF8(object->keys[i]->py())) {
+      object->keys.erase(object->keys.begin() + static_cast<long>(i));
+      object->items.erase(object->items.begin() + static_cast<long>(i));
+      return true;
+    }
+  }
+  return false;
+}
+
 void store_attribute(const ValuePtr& object, const std::string& name, const ValuePtr& value) {
   for (size_t i = 0; i < object->keys.size(); ++i) {
     if (name == PyUnicode_AsUTF8(object->keys[i]->py())) {

@@ -17,6 +17,8 @@ ValuePtr new_object(TraceContext& ctx, const ValuePtr& class_value, std::vector<
 // The instance attribute `name` of a NewObject, or null.
 ValuePtr find_attribute(const ValuePtr& object, const std::string& name);
 void store_attribute(const ValuePtr& object, const std::string& name, const ValuePtr& value);
+// del obj.name for a NewObject; false when it has no such instance attribute.
+bool delete_attribute(const ValuePtr& object, const std::string& name);
 // obj.name for a NewObject: properties, instance attributes, then class attributes.
 ValuePtr new_object_attribute(TraceContext& ctx, const ValuePtr& object, const std::string& name);
 // Calls the Python method `name` of a NewObject's class; null when the class has none.

@@ -25,17 +25,14 @@ pytestmark = pytest.mark.skipif(
 # are strict expected failures: one that starts passing fails the run until it is
 # removed from this table (docs/status.md lists the same gaps).
 KNOWN_GAPS = {
-    "object_attribute_set_and_deleted": "mutations of pre-existing objects are not replayed yet",
     "try_except_key_error_caught": "exceptions raised and caught inside the trace",
     "match_on_shape_sequence": "the match statement (MATCH_SEQUENCE)",
     "module_forward_hooks": "nn.Module hooks are a graph break",
     "lists_of_ints": "list.remove",
     "map_and_filter": "map() over several iterables",
     "operator_module": "operator.itemgetter objects",
-    "sorted_with_key": "sorted() with a key function",
     "ordered_and_default_dicts": "collections.defaultdict and OrderedDict.move_to_end",
     "sequential_index_and_slice": "slicing an nn.Sequential",
-    "namedtuple_argument": "named tuple methods",
     "namedtuple_built_inside": "namedtuple._replace()",
 }
 
