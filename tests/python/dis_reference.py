@@ -4,6 +4,7 @@ other Python versions (tests/data/dis_fixtures/generate.py)."""
 import ast
 import dis
 import opcode
+import os
 import re
 import sys
 import types
@@ -53,35 +54,16 @@ def describe_all(code):
 
 
 def opcode_dump():
-    """The opcode module's tables and dis.stack_effect for every opcode and arg."""
-    fields = ["opname", "opmap", "hasconst", "hasname", "hasjrel", "hasjabs", "haslocal",
-              "hasfree", "hascompare", "cmp_op", "_nb_ops", "_inline_cache_entries",
-              "_specializations", "_intrinsic_1_descs", "_intrinsic_2_descs", "hasarg",
-              "HAVE_ARGUMENT", "EXTENDED_ARG", "_specialized_instructions"]
-    out = {"version": list(sys.version_info[:3])}
-    for f in fields:
-        if hasattr(opcode, f):
-            v = getattr(opcode, f)
-            out[f] = sorted(v) if isinstance(v, (set, frozenset)) else v
-    effects = {}
-    for name, op in opcode.opmap.items():
-        rows = []
-        for arg in range(0, 301):
-            if op < opcode.HAVE_ARGUMENT and arg:
-                break
-            row = []
-            for jump in (None, True, False):
-                try:
-                    if op < opcode.HAVE_ARGUMENT:
-                        row.append(dis.stack_effect(op, jump=jump))
-                    else:
-                        row.append(dis.stack_effect(op, arg, jump=jump))
-                except ValueError:
-                    row.append(None)
-            rows.append(row)
-        effects[name] = rows
-    out["stack_effect"] = effects
-    return out
+    """The opcode module's tables and dis.stack_effect for every opcode and arg, in the
+    shape scripts/gen_opcode_tables.py reads (it makes the dump; this is its entry for
+    the fixture generator)."""
+    scripts = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
+    sys.path.insert(0, scripts)
+    try:
+        import gen_opcode_tables
+    finally:
+        sys.path.remove(scripts)
+    return gen_opcode_tables.dump_module(opcode, dis)
 
 
 _CODE_ADDRESS = re.compile(r"<code object (.*?) at 0x[0-9a-f]+,")
