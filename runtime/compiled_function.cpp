@@ -9,7 +9,8 @@
 
 #include "dynvm/graph/graph_printer.h"
 #include "dynvm/runtime/argument_binding.h"
-#include "dynvm/runtime/variant.h"
+#include "dynvm/runtime/frame_hook.h"
+#include "dynvm/runtime/run_report.h"
 
 namespace dynvm::runtime {
 
@@ -17,6 +18,8 @@ namespace {
 
 uint64_t g_epoch = 1;
 PyObject* g_graph_break_error = nullptr;  // owned; set once by the module
+
+}  // namespace
 
 bool log_enabled(const char* what) {
   const char* logs = std::getenv("DYNVM_LOGS");
@@ -34,37 +37,29 @@ bool log_enabled(const char* what) {
   return false;
 }
 
-std::string function_name(PyObject* function) {
-  auto* f = reinterpret_cast<PyFunctionObject*>(function);
-  auto* code = reinterpret_cast<PyCodeObject*>(f->func_code);
-  std::string name = PyUnicode_AsUTF8(f->func_qualname);
-  return name + " (" + PyUnicode_AsUTF8(code->co_filename) + ":" +
-         std::to_string(code->co_firstlineno) + ")";
-}
-
-vm::FrameInputs frame_inputs(PyObject* function, const std::vector<PyObject*>& locals) {
-  auto* f = reinterpret_cast<PyFunctionObject*>(function);
-  vm::FrameInputs in;
-  in.locals = locals.data();
-  in.local_count = static_cast<int>(locals.size());
-  in.closure = f->func_closure;
-  in.globals = f->func_globals;
-  PyObject* b = PyDict_GetItemString(f->func_globals, "__builtins__");  // borrowed
-  if (b != nullptr && PyModule_Check(b)) b = PyModule_GetDict(b);
-  in.builtins = b != nullptr ? b : PyEval_GetBuiltins();
-  return in;
-}
-
-}  // namespace
-
 Counters& counters() {
   static Counters c;
   return c;
 }
 
+RunReport& run_report() {
+  static RunReport r;
+  return r;
+}
+
 void reset_all() {
   counters() = Counters{};
+  run_report() = RunReport{};
   ++g_epoch;
+}
+
+uint64_t current_epoch() { return g_epoch; }
+
+void set_graph_break_error(const std::string& where, const vm::GraphBreakInfo& info) {
+  std::string message = "dynvm: graph break in " + where + ": " + info.reason + " (at " +
+                        info.filename + ":" + std::to_string(info.lineno) +
+                        "); fullgraph=True forbids breaks";
+  PyErr_SetString(g_graph_break_error ? g_graph_break_error : PyExc_RuntimeError, message.c_str());
 }
 
 void set_graph_break_error_type(PyObject* type) {
@@ -73,108 +68,14 @@ void set_graph_break_error_type(PyObject* type) {
 }
 
 CompiledFunction::CompiledFunction(PyObject* function, CompileOptions options)
-    : function_(PyRef::borrow(function)), options_(std::move(options)), epoch_(g_epoch) {}
+    : function_(PyRef::borrow(function)), options_(std::move(options)) {}
 
 CompiledFunction::~CompiledFunction() = default;
 
-PyObject* CompiledFunction::call_eagerly(PyObject* args, PyObject* kwargs) {
-  ++counters().eager_calls;
-  return PyObject_Call(function_.get(), args, kwargs);
-}
-
-PyObject* CompiledFunction::raise_graph_break(const vm::GraphBreakInfo& info) {
-  std::string message = "dynvm: graph break in " + function_name(function_.get()) + ": " +
-                        info.reason + " (at " + info.filename + ":" + std::to_string(info.lineno) +
-                        "); fullgraph=True forbids breaks";
-  PyErr_SetString(g_graph_break_error ? g_graph_break_error : PyExc_RuntimeError, message.c_str());
-  return nullptr;
-}
-
 PyObject* CompiledFunction::call(PyObject* args, PyObject* kwargs) {
-  if (epoch_ != g_epoch) {  // dynvm.reset() since the last call
-    variants_.clear();
-    gave_up_ = false;
-    epoch_ = g_epoch;
-  }
-  if (gave_up_) return call_eagerly(args, kwargs);
-  std::vector<PyRef> bound;
-  if (!bind_arguments(function_.get(), args, kwargs, &bound)) {
-    return call_eagerly(args, kwargs);  // CPython raises the TypeError
-  }
-  std::vector<PyObject*> locals;
-  locals.reserve(bound.size());
-  for (const PyRef& r : bound) locals.push_back(r.get());
-  vm::FrameInputs inputs = frame_inputs(function_.get(), locals);
-
-  for (size_t i = 0; i < variants_.size(); ++i) {
-    if (!variants_[i]->guards_hold(inputs)) continue;
-    if (i != 0) std::swap(variants_[0], variants_[i]);  // most recently hit first
-    Variant& v = *variants_[0];
-    ++counters().cache_hits;
-    if (v.breaks()) {
-      if (options_.fullgraph) return raise_graph_break(*v.trace().graph_break);
-      return call_eagerly(args, kwargs);
-    }
-    return v.run(inputs);
-  }
-
-  // A miss: retrace, unless the function has been retraced too often.
-  std::string failing_guard;
-  if (!variants_.empty()) {
-    vm::GuardFailure why;
-    variants_[0]->guards_hold(inputs, &why);
-    failing_guard = vm::to_string(why);
-    ++counters().recompiles;
-    if (log_enabled("recompiles")) {
-      std::fprintf(stderr, "dynvm: recompiling %s: %s\n", function_name(function_.get()).c_str(),
-                   failing_guard.c_str());
-    }
-    if (static_cast<int>(variants_.size()) >= options_.cache_size_limit) {
-      PyRef message = PyRef::steal(PyUnicode_FromFormat(
-          "dynvm: %s was recompiled %d times (cache_size_limit); it runs eagerly from now "
-          "on. The guard that kept failing: %s",
-          function_name(function_.get()).c_str(), options_.cache_size_limit,
-          failing_guard.c_str()));
-      if (PyErr_WarnEx(PyExc_RuntimeWarning, PyUnicode_AsUTF8(message.get()), 1) < 0) {
-        return nullptr;
-      }
-      gave_up_ = true;
-      return call_eagerly(args, kwargs);
-    }
-  }
-  vm::Trace trace = vm::trace_function(function_.get(), locals);
-  if (trace.graph_break) {
-    ++counters().graph_breaks;
-    if (log_enabled("breaks")) {
-      std::fprintf(stderr, "dynvm: graph break in %s: %s (at %s:%d)\n",
-                   function_name(function_.get()).c_str(), trace.graph_break->reason.c_str(),
-                   trace.graph_break->filename.c_str(), trace.graph_break->lineno);
-    }
-    if (options_.fullgraph) return raise_graph_break(*trace.graph_break);
-  } else {
-    ++counters().frames_traced;
-    if (log_enabled("graph")) {
-      std::fprintf(stderr, "dynvm: graph of %s\n%s\n", function_name(function_.get()).c_str(),
-                   graph::to_text(trace.graph).c_str());
-    }
-    if (log_enabled("guards")) {
-      std::fprintf(stderr, "dynvm: guards of %s\n%s", function_name(function_.get()).c_str(),
-                   trace.guards.to_string().c_str());
-    }
-  }
-  auto variant = Variant::build(std::move(trace));
-  if (!variant) {
-    // The backend cannot run this graph: this path runs eagerly.
-    vm::Trace broken;
-    broken.graph_break = vm::GraphBreakInfo{variant.error().message, "", 0};
-    ++counters().graph_breaks;
-    if (options_.fullgraph) return raise_graph_break(*broken.graph_break);
-    return call_eagerly(args, kwargs);
-  }
-  variants_.insert(variants_.begin(), std::move(variant).value());
-  Variant& v = *variants_[0];
-  if (v.breaks()) return call_eagerly(args, kwargs);
-  return v.run(inputs);
+  PyObject* code = reinterpret_cast<PyFunctionObject*>(function_.get())->func_code;
+  CompileScope scope(options_, code);
+  return PyObject_Call(function_.get(), args, kwargs);
 }
 
 bool CompiledFunction::explain(PyObject* args, PyObject* kwargs, Explanation* out) {

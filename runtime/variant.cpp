@@ -16,7 +16,7 @@ Variant::~Variant() = default;
 
 Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace) {
   std::unique_ptr<Variant> v(new Variant(std::move(trace)));
-  if (v->breaks()) return v;
+  if (v->eager()) return v;
   auto executor = codegen::AtenExecutor::build(v->trace_.graph);
   if (!executor) return executor.error();
   v->executor_ = std::move(executor).value();
@@ -28,8 +28,38 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace) {
 
 namespace {
 
+// The objects rebuilt for recipes with a `memo` number, so a value reached twice comes back
+// as one object.
+using Memo = std::vector<PyRef>;
+
+PyObject* grad_mode_exit(bool restore) {
+  static PyObject* make = nullptr;  // dynvm._tracing.grad_mode_exit, kept for the process
+  if (make == nullptr) {
+    PyRef module = PyRef::steal(PyImport_ImportModule("dynvm._tracing"));
+    if (!module) return nullptr;
+    make = PyObject_GetAttrString(module.get(), "grad_mode_exit");
+    if (make == nullptr) return nullptr;
+  }
+  return PyObject_CallOneArg(make, restore ? Py_True : Py_False);
+}
+
 PyObject* rebuild(const vm::OutputRecipe& recipe, const std::vector<at::Tensor>& outputs,
-                  const vm::FrameInputs& inputs) {
+                  const vm::FrameInputs& inputs, Memo* memo);
+
+PyObject* rebuild_items_list(const vm::OutputRecipe& recipe, const std::vector<at::Tensor>& outputs,
+                             const vm::FrameInputs& inputs, Memo* memo) {
+  PyRef items = PyRef::steal(PyList_New(static_cast<Py_ssize_t>(recipe.items.size())));
+  if (!items) return nullptr;
+  for (size_t i = 0; i < recipe.items.size(); ++i) {
+    PyObject* item = rebuild(recipe.items[i], outputs, inputs, memo);
+    if (item == nullptr) return nullptr;
+    PyList_SET_ITEM(items.get(), static_cast<Py_ssize_t>(i), item);
+  }
+  return items.release();
+}
+
+PyObject* rebuild_new(const vm::OutputRecipe& recipe, const std::vector<at::Tensor>& outputs,
+                      const vm::FrameInputs& inputs, Memo* memo) {
   using Kind = vm::OutputRecipe::Kind;
   switch (recipe.kind) {
     case Kind::GraphOutput:
@@ -40,20 +70,15 @@ PyObject* rebuild(const vm::OutputRecipe& recipe, const std::vector<at::Tensor>&
     case Kind::FromSource: {
       PyRef value = vm::resolve_source(recipe.source, inputs);
       if (!value) {
-        PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: cannot rebuild a result");
+        PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: cannot rebuild a value");
         return nullptr;
       }
       return value.release();
     }
     case Kind::Tuple:
     case Kind::List: {
-      PyRef items = PyRef::steal(PyList_New(static_cast<Py_ssize_t>(recipe.items.size())));
+      PyRef items = PyRef::steal(rebuild_items_list(recipe, outputs, inputs, memo));
       if (!items) return nullptr;
-      for (size_t i = 0; i < recipe.items.size(); ++i) {
-        PyObject* item = rebuild(recipe.items[i], outputs, inputs);
-        if (item == nullptr) return nullptr;
-        PyList_SET_ITEM(items.get(), static_cast<Py_ssize_t>(i), item);
-      }
       if (recipe.kind == Kind::List) return items.release();
       PyRef tuple = PyRef::steal(PyList_AsTuple(items.get()));
       if (!tuple || !recipe.constant) return tuple.release();
@@ -70,8 +95,12 @@ PyObject* rebuild(const vm::OutputRecipe& recipe, const std::vector<at::Tensor>&
       PyObject* names = PyTuple_GET_ITEM(recipe.constant.get(), 1);
       PyRef object = PyRef::steal(PyObject_CallMethod(cls, "__new__", "O", cls));
       if (!object) return nullptr;
+      if (recipe.memo >= 0) {  // an attribute may refer back to the object
+        if (memo->size() <= static_cast<size_t>(recipe.memo)) memo->resize(recipe.memo + 1);
+        (*memo)[static_cast<size_t>(recipe.memo)] = object;
+      }
       for (size_t i = 0; i < recipe.items.size(); ++i) {
-        PyRef value = PyRef::steal(rebuild(recipe.items[i], outputs, inputs));
+        PyRef value = PyRef::steal(rebuild(recipe.items[i], outputs, inputs, memo));
         if (!value) return nullptr;
         if (PyObject_GenericSetAttr(object.get(),
                                     PyTuple_GET_ITEM(names, static_cast<Py_ssize_t>(i)),
@@ -83,9 +112,10 @@ PyObject* rebuild(const vm::OutputRecipe& recipe, const std::vector<at::Tensor>&
     }
     case Kind::Dict: {
       PyRef dict = PyRef::steal(PyDict_New());
+      if (!dict) return nullptr;
       PyObject* keys = recipe.constant.get();
       for (size_t i = 0; i < recipe.items.size(); ++i) {
-        PyRef value = PyRef::steal(rebuild(recipe.items[i], outputs, inputs));
+        PyRef value = PyRef::steal(rebuild(recipe.items[i], outputs, inputs, memo));
         if (!value) return nullptr;
         if (PyDict_SetItem(dict.get(), PyTuple_GET_ITEM(keys, static_cast<Py_ssize_t>(i)),
                            value.get()) < 0) {
@@ -94,45 +124,82 @@ PyObject* rebuild(const vm::OutputRecipe& recipe, const std::vector<at::Tensor>&
       }
       return dict.release();
     }
+    case Kind::Null:
+      PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: NULL where a value is needed");
+      return nullptr;
+    case Kind::Iterator: {
+      PyRef items = PyRef::steal(rebuild_items_list(recipe, outputs, inputs, memo));
+      if (!items) return nullptr;
+      return PyObject_GetIter(items.get());
+    }
+    case Kind::GradModeExit:
+      return grad_mode_exit(recipe.index != 0);
+    case Kind::Cell: {
+      const vm::OutputRecipe& contents = recipe.items.at(0);
+      if (contents.kind == Kind::Null) return PyCell_New(nullptr);
+      PyRef value = PyRef::steal(rebuild(contents, outputs, inputs, memo));
+      if (!value) return nullptr;
+      return PyCell_New(value.get());
+    }
+    case Kind::FreeCell:
+      if (inputs.closure == nullptr || !PyTuple_Check(inputs.closure) ||
+          recipe.index >= PyTuple_GET_SIZE(inputs.closure)) {
+        PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: no closure cell to rebuild");
+        return nullptr;
+      }
+      return Py_NewRef(PyTuple_GET_ITEM(inputs.closure, recipe.index));
+    case Kind::Method: {
+      PyRef function = PyRef::steal(rebuild(recipe.items.at(0), outputs, inputs, memo));
+      if (!function) return nullptr;
+      PyRef self = PyRef::steal(rebuild(recipe.items.at(1), outputs, inputs, memo));
+      if (!self) return nullptr;
+      return PyMethod_New(function.get(), self.get());
+    }
+    case Kind::MemoRef: {
+      size_t i = static_cast<size_t>(recipe.index);
+      if (i >= memo->size() || !(*memo)[i]) {
+        PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: a shared value rebuilt late");
+        return nullptr;
+      }
+      return Py_NewRef((*memo)[i].get());
+    }
   }
   return nullptr;
 }
 
-}  // namespace
+PyObject* rebuild(const vm::OutputRecipe& recipe, const std::vector<at::Tensor>& outputs,
+                  const vm::FrameInputs& inputs, Memo* memo) {
+  PyObject* built = rebuild_new(recipe, outputs, inputs, memo);
+  if (built != nullptr && recipe.memo >= 0) {
+    if (memo->size() <= static_cast<size_t>(recipe.memo)) memo->resize(recipe.memo + 1);
+    (*memo)[static_cast<size_t>(recipe.memo)] = PyRef::borrow(built);
+  }
+  return built;
+}
 
-PyObject* Variant::run(const vm::FrameInputs& inputs) const {
-  std::vector<at::Tensor> tensors;
-  tensors.reserve(trace_.inputs.size());
-  {
-    vm::SourceResolver resolver(input_sources_, inputs);
-    for (size_t i = 0; i < trace_.inputs.size(); ++i) {
-      PyObject* object = input_slots_[i] >= 0 ? resolver.resolve(input_slots_[i])
-                                              : trace_.inputs[i].captured.get();
-      if (object == nullptr || !THPVariable_Check(object)) {
-        PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: a graph input is not a tensor");
-        return nullptr;
-      }
-      tensors.push_back(THPVariable_Unpack(object));
-    }
+// A frame slot's value, where Null (CPython's NULL) is not an error.
+bool rebuild_slot(const vm::OutputRecipe& recipe, const std::vector<at::Tensor>& outputs,
+                  const vm::FrameInputs& inputs, Memo* memo, PyRef* out) {
+  if (recipe.kind == vm::OutputRecipe::Kind::Null) {
+    *out = PyRef();
+    return true;
   }
-  std::vector<at::Tensor> outputs;
-  try {
-    outputs = executor_->run(tensors);
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
-  }
-  PyRef result = PyRef::steal(rebuild(trace_.output, outputs, inputs));
-  if (!result) return nullptr;
-  // Mutations of pre-existing objects, in the order the function made them.
-  for (const vm::SideEffect& effect : trace_.side_effects) {
+  *out = PyRef::steal(rebuild(recipe, outputs, inputs, memo));
+  return static_cast<bool>(*out);
+}
+
+// Mutations of pre-existing objects, in the order the function made them.
+bool replay_side_effects(const std::vector<vm::SideEffect>& effects,
+                         const std::vector<at::Tensor>& outputs, const vm::FrameInputs& inputs,
+                         Memo* memo) {
+  for (const vm::SideEffect& effect : effects) {
     PyRef target = vm::resolve_source(effect.target, inputs);
-    PyRef value = PyRef::steal(rebuild(effect.value, outputs, inputs));
+    PyRef value = PyRef::steal(rebuild(effect.value, outputs, inputs, memo));
     if (!target || !value) {
       if (!PyErr_Occurred()) {
         PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: cannot replay a side effect");
       }
-      return nullptr;
+      return false;
     }
     int rc = 0;
     switch (effect.kind) {
@@ -147,9 +214,71 @@ PyObject* Variant::run(const vm::FrameInputs& inputs) const {
         rc = PyDict_Update(target.get(), value.get());
         break;
     }
-    if (rc < 0) return nullptr;
+    if (rc < 0) return false;
   }
-  return result.release();
+  return true;
+}
+
+}  // namespace
+
+bool Variant::run_graph(const vm::FrameInputs& inputs, std::vector<at::Tensor>* outputs) const {
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(trace_.inputs.size());
+  {
+    vm::SourceResolver resolver(input_sources_, inputs);
+    for (size_t i = 0; i < trace_.inputs.size(); ++i) {
+      PyObject* object = input_slots_[i] >= 0 ? resolver.resolve(input_slots_[i])
+                                              : trace_.inputs[i].captured.get();
+      if (object == nullptr || !THPVariable_Check(object)) {
+        PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: a graph input is not a tensor");
+        return false;
+      }
+      tensors.push_back(THPVariable_Unpack(object));
+    }
+  }
+  try {
+    *outputs = executor_->run(tensors);
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return false;
+  }
+  return true;
+}
+
+PyObject* Variant::run(const vm::FrameInputs& inputs) const {
+  Outcome outcome;
+  if (!run(inputs, &outcome)) return nullptr;
+  return outcome.value.release();
+}
+
+bool Variant::run(const vm::FrameInputs& inputs, Outcome* out) const {
+  std::vector<at::Tensor> outputs;
+  if (!run_graph(inputs, &outputs)) return false;
+  Memo memo;
+  if (!trace_.resume) {
+    out->value = PyRef::steal(rebuild(trace_.output, outputs, inputs, &memo));
+    if (!out->value) return false;
+    return replay_side_effects(trace_.side_effects, outputs, inputs, &memo);
+  }
+  // Side effects first: the recipes were numbered in this order (memo), and the frame's
+  // values see the objects as the side effects left them.
+  if (!replay_side_effects(trace_.side_effects, outputs, inputs, &memo)) return false;
+  const vm::ResumePoint& resume = *trace_.resume;
+  out->locals.resize(resume.locals.size());
+  out->keep_local.assign(resume.locals.size(), false);
+  for (size_t i = 0; i < resume.locals.size(); ++i) {
+    const vm::OutputRecipe& r = resume.locals[i];
+    if (r.kind == vm::OutputRecipe::Kind::FromSource && !r.source) {
+      out->keep_local[i] = true;
+      continue;
+    }
+    if (!rebuild_slot(r, outputs, inputs, &memo, &out->locals[i])) return false;
+  }
+  out->stack.resize(resume.stack.size());
+  for (size_t i = 0; i < resume.stack.size(); ++i) {
+    if (!rebuild_slot(resume.stack[i], outputs, inputs, &memo, &out->stack[i])) return false;
+  }
+  return true;
 }
 
 }  // namespace dynvm::runtime

@@ -142,12 +142,13 @@ ValuePtr InlineFrame::zero_argument_super() {
   // super() reads the __class__ cell and the first argument of the calling frame.
   ValuePtr cls;
   for (size_t i = 0; i < code_->localsplus.size(); ++i) {
-    if (code_->localsplus[i].name == "__class__" && locals[i]->is(TracedValue::Kind::Cell)) {
+    if (code_->localsplus[i].name == "__class__" &&
+        local(static_cast<int>(i))->is(TracedValue::Kind::Cell)) {
       cls = locals[i]->items[0];
     }
   }
   if (!cls || code_->argcount == 0 || locals.empty()) unsupported("super() outside a method");
-  ValuePtr self = locals[0];
+  ValuePtr self = local(0);
   if (self->is(TracedValue::Kind::Cell)) self = self->items[0];
   auto sup = std::make_shared<TracedValue>();
   sup->kind = TracedValue::Kind::Super;
@@ -155,24 +156,69 @@ ValuePtr InlineFrame::zero_argument_super() {
   return sup;
 }
 
+void InlineFrame::make_root(int start, std::vector<ValuePtr> stack, StopPoint stop,
+                            std::vector<PyObject*> live_locals) {
+  is_root_ = true;
+  pc_ = start;
+  stack_ = std::move(stack);
+  stop_ = stop;
+  arrivals_.assign(code_->instructions.size(), 0);
+  live_locals_ = std::move(live_locals);
+}
+
+ValuePtr& InlineFrame::local(int index) {
+  ValuePtr& slot = locals.at(static_cast<size_t>(index));
+  if (slot) return slot;
+  // A local of the traced frame, started mid-way, read for the first time.
+  PyObject* object =
+      static_cast<size_t>(index) < live_locals_.size() ? live_locals_[index] : nullptr;
+  const frontend::LocalSlot& info = code_->localsplus.at(static_cast<size_t>(index));
+  SourcePtr source = Source::local(info.name, index);
+  if (object == nullptr) {
+    slot = TracedValue::null();
+  } else if (PyCell_Check(object)) {
+    PyObject* contents = PyCell_GET(object);  // borrowed
+    ValuePtr v = contents == nullptr
+                     ? TracedValue::null()
+                     : context_.wrap(contents, Source::attr(source, "cell_contents"));
+    slot = TracedValue::cell(v);
+    slot->mutable_here = false;
+    slot->source = source;
+  } else {
+    slot = context_.wrap(object, source);
+  }
+  return slot;
+}
+
 ValuePtr InlineFrame::run() {
   const auto& instructions = code_->instructions;
   int executed = 0;
   while (!return_value_) {
-    if (pc_ < 0 || pc_ >= static_cast<int>(instructions.size())) {
-      unsupported("internal: execution ran off the end of the code");
-    }
-    if (++executed > context_.options.max_instructions) {
-      unsupported("the trace executed too many instructions (a very long unrolled loop)");
-    }
-    const Instruction& ins = instructions[pc_];
-    jumped_ = false;
     try {
+      if (pc_ < 0 || pc_ >= static_cast<int>(instructions.size())) {
+        unsupported("internal: execution ran off the end of the code");
+      }
+      if (is_root_) {
+        int arrival = ++arrivals_[static_cast<size_t>(pc_)];
+        if (pc_ == stop_.instruction && arrival == stop_.arrival) {
+          stopped_ = true;
+          return nullptr;
+        }
+      }
+      if (++executed > context_.options.max_instructions) {
+        unsupported("the trace executed too many instructions (a very long unrolled loop)");
+      }
+      const Instruction& ins = instructions[pc_];
+      jumped_ = false;
       step(ins);
     } catch (Unsupported& u) {
       if (u.filename.empty()) {
         u.filename = code_->filename;
         u.lineno = current_line();
+      }
+      if (is_root_ && u.root_instruction < 0) {
+        u.root_instruction = pc_;
+        u.root_arrival = arrivals_[static_cast<size_t>(pc_)];
       }
       throw;
     }
@@ -257,7 +303,7 @@ void InlineFrame::step(const Instruction& ins) {
       return_value_ = n.index >= 0 ? const_value(n.index) : pop();
       return;
     case Op::LoadFast: {
-      ValuePtr v = locals.at(n.index);
+      ValuePtr v = local(n.index);
       if (v->is_null()) {
         unsupported("local variable '" + code_->localsplus[n.index].name +
                     "' referenced before assignment");
@@ -266,26 +312,30 @@ void InlineFrame::step(const Instruction& ins) {
       return;
     }
     case Op::LoadFastAndClear:
-      push(locals.at(n.index));
+      push(local(n.index));
       locals[n.index] = TracedValue::null();
       return;
     case Op::StoreFast:
       locals.at(n.index) = pop();
       return;
     case Op::DeleteFast:
+      if (local(n.index)->is_null()) {
+        unsupported("local variable '" + code_->localsplus[n.index].name +
+                    "' deleted before assignment");
+      }
       locals.at(n.index) = TracedValue::null();
       return;
     case Op::MakeCell: {
-      ValuePtr contents = locals.at(n.index);
+      ValuePtr contents = local(n.index);
       if (contents->is(TracedValue::Kind::Cell)) return;
       locals[n.index] = TracedValue::cell(contents);
       return;
     }
     case Op::LoadClosure:
-      push(locals.at(n.index));
+      push(local(n.index));
       return;
     case Op::LoadDeref: {
-      ValuePtr cell = locals.at(n.index);
+      ValuePtr cell = local(n.index);
       if (!cell->is(TracedValue::Kind::Cell) || cell->items.empty() || cell->items[0]->is_null()) {
         unsupported("free variable '" + code_->localsplus[n.index].name +
                     "' referenced before assignment");
@@ -294,7 +344,7 @@ void InlineFrame::step(const Instruction& ins) {
       return;
     }
     case Op::StoreDeref: {
-      ValuePtr cell = locals.at(n.index);
+      ValuePtr cell = local(n.index);
       if (!cell->is(TracedValue::Kind::Cell)) unsupported("internal: STORE_DEREF on a non-cell");
       if (!cell->mutable_here) {
         unsupported("assignment to the nonlocal variable '" + code_->localsplus[n.index].name +
@@ -488,7 +538,7 @@ void InlineFrame::step(const Instruction& ins) {
     }
     case Op::ForIter: {
       ValuePtr it = top();
-      if (!it->is(TracedValue::Kind::Iterator)) unsupported("internal: FOR_ITER on a non-iterator");
+      if (!it->is(TracedValue::Kind::Iterator)) unsupported("iterating a live " + it->describe());
       if (it->position >= it->items.size()) {
         pop();
         pc_ = n.target;

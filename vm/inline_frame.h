@@ -30,7 +30,24 @@ class InlineFrame {
               PyRef code_object, GlobalsScope scope);
 
   // localsplus slots: parameters first (set by the caller), then locals, cells, frees.
+  // A null pointer is a slot of the traced frame not read yet (see make_root).
   std::vector<ValuePtr> locals;
+
+  // Where a root frame stops: before the instruction `instruction` the `arrival`-th time
+  // execution reaches it.
+  struct StopPoint {
+    int instruction = -1;
+    int arrival = 0;
+  };
+  // Makes this the traced frame itself: execution starts at instruction `start` with
+  // `stack`, stops at `stop` (run() then returns nullptr) and stamps Unsupported with the
+  // instruction being executed. `live_locals` (borrowed, one per localsplus slot, may be
+  // empty) are the frame's locals when it starts mid-way: a slot whose `locals` entry is
+  // null is wrapped from it when first read, so that unread locals cost no guard.
+  void make_root(int start, std::vector<ValuePtr> stack, StopPoint stop,
+                 std::vector<PyObject*> live_locals);
+  bool stopped() const { return stopped_; }
+  const std::vector<ValuePtr>& value_stack() const { return stack_; }
 
   // Runs to the return; returns the returned value. Throws Unsupported.
   ValuePtr run();
@@ -44,6 +61,7 @@ class InlineFrame {
 
  private:
   void step(const frontend::Instruction& ins);
+  ValuePtr& local(int index);  // locals[index], wrapped from the live frame on first use
   ValuePtr pop();
   ValuePtr& top();
   ValuePtr& peek(int n);  // 1 = top
@@ -66,6 +84,12 @@ class InlineFrame {
   bool jumped_ = false;
   ValuePtr return_value_;
   std::vector<ValuePtr>* yields_ = nullptr;
+  // Root frame only.
+  bool is_root_ = false;
+  bool stopped_ = false;
+  StopPoint stop_;
+  std::vector<int> arrivals_;           // per instruction
+  std::vector<PyObject*> live_locals_;  // borrowed
 };
 
 // Calls a traced callable with traced arguments (inlining user code). Throws Unsupported.

@@ -15,6 +15,9 @@ SourcePtr Source::local(std::string name, int index) {
 SourcePtr Source::closure(std::string name, int index) {
   return SourcePtr(new Source(Kind::Closure, nullptr, std::move(name), index));
 }
+SourcePtr Source::stack(int index) {
+  return SourcePtr(new Source(Kind::Stack, nullptr, "", index));
+}
 SourcePtr Source::global(std::string name) {
   return SourcePtr(new Source(Kind::Global, nullptr, std::move(name), 0));
 }
@@ -53,6 +56,8 @@ std::string Source::to_string() const {
       return "L[" + quoted(name_) + "]";
     case Kind::Closure:
       return "C[" + quoted(name_) + "]";
+    case Kind::Stack:
+      return "S[" + std::to_string(index_) + "]";
     case Kind::Global:
       return "G[" + quoted(name_) + "]";
     case Kind::Builtin:

@@ -29,7 +29,8 @@ const char* member_container(Source::Kind kind) {
 
 bool is_root(Source::Kind kind) {
   return kind == Source::Kind::Local || kind == Source::Kind::Closure ||
-         kind == Source::Kind::Global || kind == Source::Kind::Builtin;
+         kind == Source::Kind::Stack || kind == Source::Kind::Global ||
+         kind == Source::Kind::Builtin;
 }
 
 // New reference to dict[key], or nullptr (a Python error set when the lookup raised). `dict`
@@ -61,6 +62,7 @@ int SourceTable::intern(const SourcePtr& source) {
   switch (kind) {
     case Source::Kind::Local:
     case Source::Kind::Closure:
+    case Source::Kind::Stack:
       break;
     case Source::Kind::Global:
     case Source::Kind::Builtin:
@@ -81,7 +83,8 @@ int SourceTable::intern(const SourcePtr& source) {
       entry.key = PyRef::steal(PyLong_FromLongLong(static_cast<long long>(source->index())));
       break;
   }
-  bool needs_key = kind != Source::Kind::Local && kind != Source::Kind::Closure;
+  bool needs_key =
+      kind != Source::Kind::Local && kind != Source::Kind::Closure && kind != Source::Kind::Stack;
   if (needs_key && !entry.key) {
     PyErr_Clear();
     return -1;
@@ -144,6 +147,11 @@ PyObject* SourceResolver::read(const SourceTable::Entry& entry, PyObject* base) 
       int64_t index = entry.index;
       if (inputs_.locals == nullptr || index < 0 || index >= inputs_.local_count) return nullptr;
       return Py_XNewRef(inputs_.locals[index]);  // borrowed -> new
+    }
+    case Source::Kind::Stack: {
+      int64_t index = entry.index;
+      if (inputs_.stack == nullptr || index < 0 || index >= inputs_.stack_count) return nullptr;
+      return Py_XNewRef(inputs_.stack[index]);  // borrowed -> new
     }
     case Source::Kind::Closure: {
       PyObject* closure = inputs_.closure;

@@ -1,8 +1,10 @@
 // TorchBridge: fake-tensor calls through dynvm._tracing and their records as graph nodes.
 #include "torch_bridge.h"
 
+#include <algorithm>
 #include <cctype>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -120,9 +122,21 @@ PyRef TorchBridge::to_python(const ValuePtr& value) {
   switch (value->kind) {
     case TracedValue::Kind::Tensor:
     case TracedValue::Kind::Constant:
-    case TracedValue::Kind::Object:
     case TracedValue::Kind::Range:
       return value->obj;
+    case TracedValue::Kind::Object: {
+      // Objects whose identity is guarded pass as they are. Any other object (a numpy
+      // array, a user object) may carry data the guards do not pin: a torch function
+      // reading it would bake today's data into the graph.
+      PyObject* o = value->py();
+      if (PyModule_Check(o) || PyType_Check(o) || PyFunction_Check(o) || PyCFunction_Check(o) ||
+          PyMethod_Check(o) || Py_TYPE(o) == &PyMethodDescr_Type ||
+          Py_TYPE(o) == &PyWrapperDescr_Type || Py_TYPE(o) == &PyClassMethodDescr_Type ||
+          is_module(o)) {
+        return value->obj;
+      }
+      unsupported(std::string("passing a ") + Py_TYPE(o)->tp_name + " object to a torch function");
+    }
     case TracedValue::Kind::Tuple:
     case TracedValue::Kind::List: {
       PyRef list = PyRef::steal(PyList_New(static_cast<Py_ssize_t>(value->items.size())));
@@ -424,21 +438,66 @@ ValuePtr TorchBridge::call_module(PyObject* module, const SourcePtr& module_sour
   return from_python(PyTuple_GET_ITEM(result.get(), 0));
 }
 
-OutputRecipe TorchBridge::output_recipe(const ValuePtr& value,
-                                        const std::vector<TraceContext::PendingSideEffect>& pending,
-                                        std::vector<SideEffect>* side_effects) {
-  std::vector<graph::Value*> outputs = graph_.outputs();
-  std::function<OutputRecipe(const ValuePtr&)> build = [&](const ValuePtr& v) -> OutputRecipe {
+// Builds the recipes that rebuild traced values from the graph outputs after the graph
+// runs, adding the tensors they need to the outputs. For a resume state (`for_resume`),
+// objects that existed before the call come back as themselves (their mutations are
+// replayed on them), and an object reached twice is rebuilt once.
+class TorchBridge::RecipeBuilder {
+ public:
+  RecipeBuilder(TorchBridge& bridge, bool for_resume)
+      : bridge_(bridge), outputs_(bridge.graph_.outputs()), for_resume_(for_resume) {}
+  ~RecipeBuilder() { bridge_.graph_.set_outputs(outputs_); }
+
+  OutputRecipe build(const ValuePtr& v) {
+    if (for_resume_ && identity_matters(v)) {
+      auto seen = memo_.find(v.get());
+      if (seen != memo_.end()) {
+        OutputRecipe r;
+        r.kind = OutputRecipe::Kind::MemoRef;
+        r.index = seen->second;
+        return r;
+      }
+      int id = static_cast<int>(memo_.size());
+      memo_.emplace(v.get(), id);
+      OutputRecipe r = build_new(v);
+      r.memo = id;
+      return r;
+    }
+    return build_new(v);
+  }
+
+ private:
+  static bool identity_matters(const ValuePtr& v) {
+    switch (v->kind) {
+      case TracedValue::Kind::List:
+      case TracedValue::Kind::Dict:
+      case TracedValue::Kind::NewObject:
+      case TracedValue::Kind::Iterator:
+      case TracedValue::Kind::Cell:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  OutputRecipe from_source(const SourcePtr& source) {
+    OutputRecipe r;
+    r.kind = OutputRecipe::Kind::FromSource;
+    r.source = source;
+    return r;
+  }
+
+  OutputRecipe build_new(const ValuePtr& v) {
     OutputRecipe r;
     switch (v->kind) {
       case TracedValue::Kind::Tensor: {
         r.kind = OutputRecipe::Kind::GraphOutput;
-        for (size_t i = 0; i < outputs.size(); ++i) {
-          if (outputs[i] == v->graph_value) r.index = static_cast<int>(i);
+        for (size_t i = 0; i < outputs_.size(); ++i) {
+          if (outputs_[i] == v->graph_value) r.index = static_cast<int>(i);
         }
         if (r.index < 0) {
-          r.index = static_cast<int>(outputs.size());
-          outputs.push_back(v->graph_value);
+          r.index = static_cast<int>(outputs_.size());
+          outputs_.push_back(v->graph_value);
         }
         return r;
       }
@@ -448,21 +507,19 @@ OutputRecipe TorchBridge::output_recipe(const ValuePtr& value,
         r.constant = v->obj;
         return r;
       case TracedValue::Kind::Object:
-        if (v->source) {
-          r.kind = OutputRecipe::Kind::FromSource;
-          r.source = v->source;
-        } else {
-          r.kind = OutputRecipe::Kind::Constant;
-          r.constant = v->obj;
-        }
+        if (v->source) return from_source(v->source);
+        r.kind = OutputRecipe::Kind::Constant;
+        r.constant = v->obj;
         return r;
       case TracedValue::Kind::Tuple:
       case TracedValue::Kind::List: {
         if (v->is_size) {
           r.kind = OutputRecipe::Kind::Constant;
-          r.constant = to_python(v);
+          r.constant = bridge_.to_python(v);
           return r;
         }
+        // A container that existed before the call is itself; its mutations are replayed.
+        if (for_resume_ && v->source && v->obj) return from_source(v->source);
         r.kind =
             v->is(TracedValue::Kind::Tuple) ? OutputRecipe::Kind::Tuple : OutputRecipe::Kind::List;
         if (v->is(TracedValue::Kind::Tuple) && v->class_value) {
@@ -485,6 +542,7 @@ OutputRecipe TorchBridge::output_recipe(const ValuePtr& value,
         return r;
       }
       case TracedValue::Kind::Dict: {
+        if (for_resume_ && v->source && v->obj) return from_source(v->source);
         r.kind = OutputRecipe::Kind::Dict;
         PyRef keys = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(v->keys.size())));
         for (size_t i = 0; i < v->keys.size(); ++i) {
@@ -496,16 +554,95 @@ OutputRecipe TorchBridge::output_recipe(const ValuePtr& value,
         return r;
       }
       default:
-        unsupported("returning a " + v->describe());
+        break;
     }
-  };
-  OutputRecipe recipe = build(value);
+    if (!for_resume_) unsupported("returning a " + v->describe());
+    switch (v->kind) {
+      case TracedValue::Kind::Null:
+        r.kind = OutputRecipe::Kind::Null;
+        return r;
+      case TracedValue::Kind::Iterator:
+        r.kind = OutputRecipe::Kind::Iterator;
+        for (size_t i = v->position; i < v->items.size(); ++i)
+          r.items.push_back(build(v->items[i]));
+        return r;
+      case TracedValue::Kind::GradModeExit:
+        r.kind = OutputRecipe::Kind::GradModeExit;
+        r.index = v->flag ? 1 : 0;
+        return r;
+      case TracedValue::Kind::Cell:
+        if (v->source) return from_source(v->source);  // the live frame's own cell
+        r.kind = OutputRecipe::Kind::Cell;
+        if (v->items.empty()) {
+          r.items.emplace_back();
+          r.items.back().kind = OutputRecipe::Kind::Null;
+        } else {
+          r.items.push_back(build(v->items[0]));
+        }
+        return r;
+      case TracedValue::Kind::BoundMethod:
+        if (v->function && v->function->is(TracedValue::Kind::Object) && v->self_value) {
+          r.kind = OutputRecipe::Kind::Method;
+          r.items.push_back(build(v->function));
+          r.items.push_back(build(v->self_value));
+          return r;
+        }
+        break;
+      default:
+        break;
+    }
+    unsupported("a graph break where the frame holds a " + v->describe() +
+                ", which cannot be rebuilt");
+  }
+
+  TorchBridge& bridge_;
+  std::vector<graph::Value*> outputs_;
+  bool for_resume_;
+  std::map<const TracedValue*, int> memo_;
+};
+
+OutputRecipe TorchBridge::output_recipe(const ValuePtr& value,
+                                        const std::vector<TraceContext::PendingSideEffect>& pending,
+                                        std::vector<SideEffect>* side_effects) {
+  RecipeBuilder builder(*this, false);
+  OutputRecipe recipe = builder.build(value);
   for (const auto& effect : pending) {
     side_effects->push_back(
-        SideEffect{effect.kind, effect.target, effect.name, build(effect.value)});
+        SideEffect{effect.kind, effect.target, effect.name, builder.build(effect.value)});
   }
-  graph_.set_outputs(outputs);
   return recipe;
+}
+
+void TorchBridge::resume_recipes(const std::vector<ValuePtr>& locals,
+                                 const std::vector<ValuePtr>& stack,
+                                 const std::vector<int>& free_slots,
+                                 const std::vector<TraceContext::PendingSideEffect>& pending,
+                                 std::vector<SideEffect>* side_effects, ResumePoint* resume) {
+  RecipeBuilder builder(*this, true);
+  // Side effects first: they run before the frame is rebuilt, and may create the objects
+  // (kept for identity) that the frame's values then refer to.
+  for (const auto& effect : pending) {
+    side_effects->push_back(
+        SideEffect{effect.kind, effect.target, effect.name, builder.build(effect.value)});
+  }
+  for (size_t i = 0; i < locals.size(); ++i) {
+    const ValuePtr& v = locals[i];
+    auto free = std::find(free_slots.begin(), free_slots.end(), static_cast<int>(i));
+    if (free != free_slots.end() && v && v->is(TracedValue::Kind::Cell) && !v->mutable_here &&
+        !v->source) {
+      OutputRecipe r;  // the function's own closure cell, as COPY_FREE_VARS would copy it
+      r.kind = OutputRecipe::Kind::FreeCell;
+      r.index = static_cast<int>(free - free_slots.begin());
+      resume->locals.push_back(std::move(r));
+    } else if (!v) {
+      OutputRecipe r;  // FromSource without a source: the slot stays as it is
+      r.kind = OutputRecipe::Kind::FromSource;
+      resume->locals.push_back(std::move(r));
+    } else {
+      resume->locals.push_back(builder.build(v));
+    }
+  }
+  for (const ValuePtr& v : stack) resume->stack.push_back(builder.build(v));
 }
 
 }  // namespace dynvm::vm

@@ -42,9 +42,18 @@ class TorchBridge {
   OutputRecipe output_recipe(const ValuePtr& value,
                              const std::vector<TraceContext::PendingSideEffect>& pending,
                              std::vector<SideEffect>* side_effects);
+  // The recipes rebuilding a frame's locals and value stack at a graph break (see
+  // ResumePoint), and the side effects' values. `free_slots` are the localsplus slots of
+  // the frame's free variables, in closure order. A slot whose `locals` entry is null (a
+  // local never read) gets a FromSource recipe without a source: "leave it as it is".
+  void resume_recipes(const std::vector<ValuePtr>& locals, const std::vector<ValuePtr>& stack,
+                      const std::vector<int>& free_slots,
+                      const std::vector<TraceContext::PendingSideEffect>& pending,
+                      std::vector<SideEffect>* side_effects, ResumePoint* resume);
   size_t node_count() const;
 
  private:
+  class RecipeBuilder;
   PyRef to_python(const ValuePtr& value);  // fakes for tensors
   // Positional and keyword arguments as a Python tuple and dict.
   std::pair<PyRef, PyRef> python_arguments(const std::vector<ValuePtr>& args, const KwArgs& kwargs);

@@ -26,6 +26,10 @@ struct Unsupported {
   std::string reason;
   std::string filename;  // filled by the frame that was executing
   int lineno = 0;
+  // Filled by the traced frame itself (not an inlined one): the instruction it was
+  // executing, and how many times execution had arrived there (loops come back).
+  int root_instruction = -1;
+  int root_arrival = 0;
 };
 
 [[noreturn]] void unsupported(std::string reason);
@@ -87,7 +91,7 @@ class TraceContext {
   ValuePtr attribute_written(const ValuePtr& object, const std::string& name) const;
 
   // The decoded code of a live code object, cached for the process.
-  std::shared_ptr<const frontend::CodeInfo> code_info(PyObject* code);  // borrowed
+  static std::shared_ptr<const frontend::CodeInfo> code_info(PyObject* code);  // borrowed
 
  private:
   std::map<std::string, ValuePtr> wrapped_;

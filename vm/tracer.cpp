@@ -1,4 +1,5 @@
-// trace_function: runs the VM over one call of a Python function and packages the trace.
+// trace_frame: runs the VM over a frame (from its beginning or from where a graph break
+// left it) and packages the trace; at a break, traces again to stop right before it.
 #include <utility>
 
 #include "dynvm/vm/trace.h"
@@ -9,12 +10,69 @@
 
 namespace dynvm::vm {
 
-Trace trace_function(PyObject* function, const std::vector<PyObject*>& arguments,
-                     const TraceOptions& options) {
+namespace {
+
+// One run of the VM over the frame, stopping at `stop` when it is set.
+struct Attempt {
   Trace trace;
+  int root_instruction = -1;  // at a break: the traced frame's instruction
+  int root_arrival = 0;
+};
+
+std::vector<int> free_slots(const frontend::CodeInfo& code) {
+  std::vector<int> slots;
+  for (int32_t slot : code.freevars) slots.push_back(static_cast<int>(slot));
+  return slots;
+}
+
+// The frame's initial locals and stack as traced values.
+std::vector<ValuePtr> start_frame(TraceContext& ctx, const FrameStart& start,
+                                  const frontend::CodeInfo& code, PyFunctionObject* f,
+                                  InlineFrame& frame) {
+  std::vector<ValuePtr> stack;
+  if (start.start == 0) {
+    size_t nargs = static_cast<size_t>(code.total_argcount());
+    if (start.locals.size() != nargs) unsupported("internal: wrong number of bound arguments");
+    for (size_t i = 0; i < nargs; ++i) {
+      const std::string& name = code.localsplus[i].name;
+      frame.locals[i] = ctx.wrap(start.locals[i], Source::local(name, static_cast<int>(i)));
+    }
+    if (f->func_closure != nullptr) {
+      for (size_t i = 0; i < code.freevars.size(); ++i) {
+        PyObject* cell = PyTuple_GET_ITEM(f->func_closure, static_cast<Py_ssize_t>(i));
+        PyObject* contents = PyCell_GET(cell);  // borrowed
+        const std::string& name = code.localsplus[static_cast<size_t>(code.freevars[i])].name;
+        ValuePtr v = contents == nullptr
+                         ? TracedValue::null()
+                         : ctx.wrap(contents, Source::closure(name, static_cast<int>(i)));
+        ValuePtr c = TracedValue::cell(v);
+        c->mutable_here = false;
+        frame.locals[static_cast<size_t>(code.freevars[i])] = c;
+      }
+    }
+    return stack;
+  }
+  if (start.locals.size() != code.localsplus.size()) {
+    unsupported("internal: wrong number of frame locals");
+  }
+  // Locals are wrapped when first read (InlineFrame::local); the stack now.
+  for (auto& slot : frame.locals) slot = nullptr;
+  for (size_t i = 0; i < start.stack.size(); ++i) {
+    PyObject* o = start.stack[i];
+    stack.push_back(o == nullptr ? TracedValue::null()
+                                 : ctx.wrap(o, Source::stack(static_cast<int>(i))));
+  }
+  return stack;
+}
+
+Attempt attempt(const FrameStart& start, const TraceOptions& options, InlineFrame::StopPoint stop) {
+  Attempt out;
+  Trace& trace = out.trace;
+  trace.start = start.start;
   ErrorStash stash;  // an error pending on entry is kept; the trace leaves none
   std::unique_ptr<TraceContext> context;
   try {
+    PyObject* function = start.function;
     if (!PyFunction_Check(function)) unsupported("only Python functions can be traced");
     if (KnownObjects::get() == nullptr) unsupported_from_python_error("importing torch");
     context = std::make_unique<TraceContext>(options);
@@ -33,38 +91,81 @@ Trace trace_function(PyObject* function, const std::vector<PyObject*>& arguments
     if (code->is_generator() || code->is_coroutine() || code->is_async_generator()) {
       unsupported("generators and coroutines are not traced");
     }
+    if (start.start < 0 || start.start >= static_cast<int>(code->instructions.size())) {
+      unsupported("internal: a trace starting outside the code");
+    }
     GlobalsScope scope{ctx.root_globals, ctx.builtins, nullptr};
     InlineFrame frame(ctx, code, PyRef::borrow(f->func_code), scope);
-    size_t nargs = static_cast<size_t>(code->total_argcount());
-    if (arguments.size() != nargs) unsupported("internal: wrong number of bound arguments");
-    for (size_t i = 0; i < nargs; ++i) {
-      const std::string& name = code->localsplus[i].name;
-      frame.locals[i] = ctx.wrap(arguments[i], Source::local(name, static_cast<int>(i)));
-    }
-    if (f->func_closure != nullptr) {
-      for (size_t i = 0; i < code->freevars.size(); ++i) {
-        PyObject* cell = PyTuple_GET_ITEM(f->func_closure, static_cast<Py_ssize_t>(i));
-        PyObject* contents = PyCell_GET(cell);  // borrowed
-        const std::string& name = code->localsplus[static_cast<size_t>(code->freevars[i])].name;
-        ValuePtr v = contents == nullptr
-                         ? TracedValue::null()
-                         : ctx.wrap(contents, Source::closure(name, static_cast<int>(i)));
-        ValuePtr c = TracedValue::cell(v);
-        c->mutable_here = false;
-        frame.locals[static_cast<size_t>(code->freevars[i])] = c;
-      }
-    }
+    std::vector<ValuePtr> stack = start_frame(ctx, start, *code, f, frame);
+    frame.make_root(start.start, std::move(stack), stop,
+                    start.start == 0 ? std::vector<PyObject*>{} : start.locals);
     ValuePtr result = frame.run();
-    trace.output = ctx.bridge->output_recipe(result, ctx.side_effects, &trace.side_effects);
+    if (frame.stopped()) {
+      ResumePoint resume;
+      resume.resume_index = stop.instruction;
+      resume.grad_enabled = ctx.grad_enabled;
+      ctx.bridge->resume_recipes(frame.locals, frame.value_stack(), free_slots(*code),
+                                 ctx.side_effects, &trace.side_effects, &resume);
+      trace.resume = std::move(resume);
+    } else {
+      trace.output = ctx.bridge->output_recipe(result, ctx.side_effects, &trace.side_effects);
+    }
     trace.graph = std::move(ctx.bridge->graph());
     trace.inputs = std::move(ctx.bridge->inputs());
     trace.guards = std::move(ctx.guards);
   } catch (const Unsupported& u) {
     trace.graph_break = GraphBreakInfo{u.reason, u.filename, u.lineno};
+    trace.resume.reset();
+    trace.side_effects.clear();
+    out.root_instruction = u.root_instruction;
+    out.root_arrival = u.root_arrival;
     if (context) trace.guards = std::move(context->guards);  // the path that led to it
   }
   PyErr_Clear();
-  return trace;
+  return out;
+}
+
+}  // namespace
+
+Trace trace_frame(const FrameStart& start, const TraceOptions& options) {
+  Attempt first = attempt(start, options, {});
+  if (!first.trace.graph_break || first.root_instruction < 0) return std::move(first.trace);
+  // Trace again, stopping before the instruction of the traced frame that broke (for a
+  // call, before the instructions that prepare it), so the graph holds only what comes
+  // before it and the frame state there can be rebuilt.
+  auto* f = reinterpret_cast<PyFunctionObject*>(start.function);
+  PyObject* code_object = f->func_code;
+  int resume_index = first.root_instruction;
+  auto code = decoded_code(code_object);
+  if (!code) return std::move(first.trace);
+  int r = code->instructions[static_cast<size_t>(first.root_instruction)].norm.resume_index;
+  if (r >= 0) resume_index = r;
+  Attempt second = attempt(start, options, {resume_index, first.root_arrival});
+  if (!second.trace.resume) {
+    // The state there cannot be rebuilt (or the VM changed its mind): the frame runs
+    // eagerly from where this trace started.
+    return std::move(first.trace);
+  }
+  second.trace.graph_break = first.trace.graph_break;
+  second.trace.resume->instruction = first.root_instruction;
+  return std::move(second.trace);
+}
+
+std::shared_ptr<const frontend::CodeInfo> decoded_code(PyObject* code) {
+  try {
+    return TraceContext::code_info(code);
+  } catch (const Unsupported&) {
+    PyErr_Clear();
+    return nullptr;
+  }
+}
+
+Trace trace_function(PyObject* function, const std::vector<PyObject*>& arguments,
+                     const TraceOptions& options) {
+  FrameStart start;
+  start.function = function;
+  start.locals = arguments;
+  return trace_frame(start, options);
 }
 
 }  // namespace dynvm::vm

@@ -9,6 +9,7 @@
 #include "dynvm/frontend/dis_listing.h"
 #include "dynvm/frontend/live_code.h"
 #include "dynvm/runtime/compiled_function.h"
+#include "frame_hook_functions.h"
 
 namespace {
 
@@ -75,7 +76,8 @@ PyMODINIT_FUNC PyInit__C(void) {
   PyObject* graph_break =
       errors != nullptr ? PyObject_GetAttrString(errors, "GraphBreakError") : nullptr;  // new
   Py_XDECREF(errors);
-  if (PyModule_AddStringConstant(m, "__version__", dynvm_version()) < 0 ||
+  if (PyModule_AddFunctions(m, const_cast<PyMethodDef*>(dynvm::runtime::kFrameHookMethods)) < 0 ||
+      PyModule_AddStringConstant(m, "__version__", dynvm_version()) < 0 ||
       PyModule_AddObject(m, "has_vm", Py_NewRef(Py_True)) < 0 ||
       !dynvm::runtime::add_compiled_function_type(m) || graph_break == nullptr ||
       PyModule_AddObject(m, "GraphBreakError", Py_NewRef(graph_break)) < 0) {

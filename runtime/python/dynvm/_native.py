@@ -15,8 +15,32 @@ def core():
 
         from dynvm import _C
 
+        _C.set_skip_prefixes(_skipped_directories())
         _core = _C
     return _core
+
+
+def _skipped_directories():
+    """Where the code lives that the callees of a compiled function leave to CPython: the
+    standard library, installed packages (torch among them) and dynvm itself."""
+    import os
+    import site
+    import sysconfig
+
+    import torch
+
+    dirs = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(path)
+    for path in site.getsitepackages() + [site.getusersitepackages()]:
+        dirs.add(path)
+    dirs.add(os.path.dirname(os.path.dirname(torch.__file__)))
+    dirs.add(os.path.dirname(os.path.abspath(__file__)))
+    return sorted(os.path.realpath(d) + os.sep for d in dirs if d) + sorted(
+        os.path.abspath(d) + os.sep for d in dirs if d
+    )
 
 
 def loaded():

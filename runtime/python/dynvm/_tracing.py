@@ -113,3 +113,14 @@ class TraceSession:
 
 def _mutates(schema):
     return any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
+def grad_mode_exit(restore):
+    """The __exit__ of a grad-mode `with` block rebuilt after a graph break: it sets the
+    grad mode back to `restore` and lets exceptions propagate, as torch.no_grad does."""
+
+    def __exit__(exc_type=None, exc_value=None, traceback=None):
+        torch._C._set_grad_enabled(restore)
+        return False
+
+    return __exit__

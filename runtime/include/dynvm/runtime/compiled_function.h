@@ -1,5 +1,6 @@
-// CompiledFunction: what dynvm.compile makes of a Python function — a cache of guarded
-// variants, traced on a miss, run on a hit, with eager execution where the VM broke.
+// CompiledFunction: what dynvm.compile makes of a Python function — calls it with the
+// frame hook on for its frames and the user code it calls (frame_hook.h), where cached
+// guarded variants run and graph breaks resume eagerly (frame_driver.h).
 #pragma once
 
 #include <Python.h>
@@ -32,6 +33,12 @@ struct Counters {
 };
 Counters& counters();
 void reset_all();
+// Bumped by reset_all(): caches made under an older epoch are dropped when next used.
+uint64_t current_epoch();
+// DYNVM_LOGS contains `what` (or "all").
+bool log_enabled(const char* what);
+// Sets dynvm.GraphBreakError for a break under fullgraph=True in `where`.
+void set_graph_break_error(const std::string& where, const vm::GraphBreakInfo& info);
 
 // What explain() reports of one call.
 struct Explanation {
@@ -54,14 +61,8 @@ class CompiledFunction {
   bool explain(PyObject* args, PyObject* kwargs, Explanation* out);
 
  private:
-  PyObject* call_eagerly(PyObject* args, PyObject* kwargs);
-  PyObject* raise_graph_break(const vm::GraphBreakInfo& info);
-
   PyRef function_;
   CompileOptions options_;
-  std::vector<std::unique_ptr<Variant>> variants_;  // most recently hit first
-  uint64_t epoch_ = 0;
-  bool gave_up_ = false;  // over the cache limit: runs eagerly from now on
 };
 
 // The exception type raised for a graph break under fullgraph=True (set by the module).

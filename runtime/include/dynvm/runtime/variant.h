@@ -13,6 +13,9 @@
 #include "dynvm/vm/guard_eval.h"
 #include "dynvm/vm/trace.h"
 
+namespace at {
+class Tensor;
+}
 namespace dynvm::codegen {
 class AtenExecutor;
 }
@@ -32,11 +35,29 @@ class Variant {
   // reference, or nullptr with a Python error set.
   PyObject* run(const vm::FrameInputs& inputs) const;
 
+  // What running a variant gives: the return value, or at a graph break the frame's
+  // locals (keep_local: leave the slot as it is) and value stack (a null PyRef is
+  // CPython's NULL).
+  struct Outcome {
+    PyRef value;
+    std::vector<PyRef> locals;
+    std::vector<bool> keep_local;
+    std::vector<PyRef> stack;
+  };
+  // Runs the graph, replays the side effects and rebuilds the outcome; false with a
+  // Python error set when something failed.
+  bool run(const vm::FrameInputs& inputs, Outcome* out) const;
+
+  // The trace stopped at a graph break (with or without a graph before it).
   bool breaks() const { return trace_.graph_break.has_value(); }
+  // Nothing was traced: the frame continues eagerly from where the trace started.
+  bool eager() const { return trace_.graph_break.has_value() && !trace_.resume.has_value(); }
+  size_t op_count() const { return trace_.graph.num_nodes(); }
   const vm::Trace& trace() const { return trace_; }
 
  private:
   explicit Variant(vm::Trace trace);
+  bool run_graph(const vm::FrameInputs& inputs, std::vector<at::Tensor>* outputs) const;
   vm::Trace trace_;
   std::unique_ptr<codegen::AtenExecutor> executor_;
   vm::SourceTable input_sources_;

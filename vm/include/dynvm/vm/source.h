@@ -25,10 +25,13 @@ class Source {
     ModuleChild,   // base._modules[name]
     Key,           // base[name] with a string key
     Index,         // base[index] with an integer index
+    Stack,         // an entry of the traced frame's value stack (bottom = 0), when a trace
+                   // starts mid-frame after a graph break
   };
 
   static SourcePtr local(std::string name, int index);
   static SourcePtr closure(std::string name, int index);
+  static SourcePtr stack(int index);
   static SourcePtr global(std::string name);
   static SourcePtr builtin(std::string name);
   static SourcePtr attr(SourcePtr base, std::string name);

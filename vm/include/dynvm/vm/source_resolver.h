@@ -24,6 +24,10 @@ struct FrameInputs {
   PyObject* closure = nullptr;  // borrowed: the function's __closure__ (tuple of cells), or nullptr
   PyObject* globals = nullptr;  // borrowed: the function's globals dict
   PyObject* builtins = nullptr;  // borrowed: the builtins dict
+  // Borrowed array: the value stack of a frame a trace starts in mid-way (bottom first), the
+  // index Source::stack(index) holds; empty when the trace starts at the frame's beginning.
+  PyObject* const* stack = nullptr;
+  int stack_count = 0;
 };
 
 // The sources a guard set reads, each once (identified by its text), numbered in first-use

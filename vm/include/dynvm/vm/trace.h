@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dynvm/frontend/code_info.h"
 #include "dynvm/graph/graph.h"
 #include "dynvm/support/py_ref.h"
 #include "dynvm/vm/guard.h"
@@ -38,10 +39,19 @@ struct OutputRecipe {
     List,
     Dict,
     Size,
-    NewObject
+    NewObject,
+    // Kinds that only the frame state at a graph break uses (ResumePoint):
+    Null,          // an unbound local, or CPython's NULL on the value stack
+    Iterator,      // iter() over the rebuilt `items` (what a loop had left to visit)
+    GradModeExit,  // the __exit__ of a grad-mode `with` block: restores `index` != 0
+    Cell,          // a new cell holding items[0]
+    FreeCell,      // the traced function's own closure cell #index
+    Method,        // items[0] bound to items[1] (types.MethodType)
+    MemoRef,       // the object rebuilt earlier for the recipe whose `memo` is `index`
   };
   Kind kind = Kind::Constant;
-  int index = -1;                   // GraphOutput: which graph output
+  int index = -1;                   // GraphOutput: which graph output; see the kinds above
+  int memo = -1;                    // >= 0: keep what this builds, for MemoRef (identity)
   PyRef constant;                   // Constant; Dict: the keys tuple; Tuple: the type
   SourcePtr source;                 // FromSource
   std::vector<OutputRecipe> items;  // Tuple, List, Dict values
@@ -67,13 +77,42 @@ struct GraphBreakInfo {
   int lineno = 0;
 };
 
+// The state of the frame where a trace stopped at a graph break: what CPython's evaluator,
+// or the runtime executing that one instruction itself, needs to continue the frame.
+struct ResumePoint {
+  int instruction = 0;   // the instruction the VM could not trace (an index in CodeInfo)
+  int resume_index = 0;  // where CPython's evaluator is entered to execute it
+  std::vector<OutputRecipe> locals;  // one per localsplus slot
+  std::vector<OutputRecipe> stack;   // the value stack, bottom first
+  bool grad_enabled = true;          // the grad mode the frame runs under there
+};
+
+// What a trace of a frame (or of the part of it from `FrameStart::start`) ends with:
+// - a return: `output` rebuilds the returned value;
+// - a graph break with `resume` set: the graph runs, the side effects are replayed, the
+//   frame state is rebuilt and execution continues at resume->instruction;
+// - a graph break without `resume`: nothing could be traced; the frame continues
+//   eagerly from where the trace started.
 struct Trace {
   graph::Graph graph;
   std::vector<InputBinding> inputs;  // one per graph input, in order
   GuardSet guards;
   OutputRecipe output;
   std::vector<SideEffect> side_effects;       // in the order the traced code made them
-  std::optional<GraphBreakInfo> graph_break;  // set: the function could not be traced
+  std::optional<GraphBreakInfo> graph_break;  // set: the trace stopped at a break
+  std::optional<ResumePoint> resume;          // set: where and how the frame continues
+  int start = 0;                              // the instruction the trace started at
+};
+
+// Where a trace starts. At the frame's beginning (`start` 0) `locals` holds the values of
+// the parameters as CPython binds them; mid-frame, after a graph break, every localsplus
+// slot (nullptr when unbound; cell and free slots hold their cells) and `stack` the value
+// stack (nullptr for CPython's NULL), bottom first. All borrowed.
+struct FrameStart {
+  PyObject* function = nullptr;  // a PyFunctionObject
+  int start = 0;
+  std::vector<PyObject*> locals;
+  std::vector<PyObject*> stack;
 };
 
 // Traces one call of a Python function. `function` is a borrowed PyFunctionObject;
@@ -83,5 +122,15 @@ struct Trace {
 // graph_break says why and where.
 Trace trace_function(PyObject* function, const std::vector<PyObject*>& arguments,
                      const TraceOptions& options = {});
+
+// Traces a frame from `start.start` until it returns or reaches something the VM cannot
+// trace. At a break the trace is made again to stop right before the breaking instruction
+// of the traced frame itself (a break inside an inlined call stops before that call), so
+// that the graph holds only work that comes before it. Same contract as trace_function.
+Trace trace_frame(const FrameStart& start, const TraceOptions& options = {});
+
+// The decoded form of a live code object (borrowed), cached for the process; nullptr when
+// it cannot be decoded.
+std::shared_ptr<const frontend::CodeInfo> decoded_code(PyObject* code);
 
 }  // namespace dynvm::vm

@@ -1,0 +1,352 @@
+// frame_driver: the segment loop over a live frame — guards, tracing, graphs, rebuilt
+// frame state, eager instructions, and CPython's evaluator for the rest.
+#include "dynvm/runtime/frame_driver.h"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dynvm/graph/graph_printer.h"
+#include "dynvm/runtime/concrete_step.h"
+#include "dynvm/runtime/frame_hook.h"
+#include "dynvm/runtime/run_report.h"
+#include "dynvm/runtime/variant.h"
+#include "dynvm/vm/trace.h"
+
+namespace dynvm::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t nanoseconds_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
+// The variants of one traced part of a code object: from instruction `start` on.
+struct Segment {
+  std::vector<std::unique_ptr<Variant>> variants;  // most recently hit first
+  bool gave_up = false;                            // over the cache limit: runs eagerly from now on
+};
+
+// What dynvm keeps per code object, in the code object's co_extra slot.
+struct CodeCache {
+  uint64_t epoch = 0;
+  bool skip = false;  // nothing worth compiling: CPython runs it
+  std::shared_ptr<const frontend::CodeInfo> info;
+  std::map<std::pair<std::string, int>, Segment> segments;  // (backend, start)
+  int return_value_offset = -1;  // a RETURN_VALUE, used to return through CPython
+};
+
+Py_ssize_t code_extra_index() {
+  static Py_ssize_t index = -2;
+  if (index == -2) {
+#if PY_VERSION_HEX >= 0x030C0000
+    index =
+        PyUnstable_Eval_RequestCodeExtraIndex([](void* p) { delete static_cast<CodeCache*>(p); });
+#else
+    index = _PyEval_RequestCodeExtraIndex([](void* p) { delete static_cast<CodeCache*>(p); });
+#endif
+  }
+  return index;
+}
+
+CodeCache* cache_for(PyObject* code, bool create) {
+  Py_ssize_t index = code_extra_index();
+  if (index < 0) return nullptr;
+  void* extra = nullptr;
+#if PY_VERSION_HEX >= 0x030C0000
+  if (PyUnstable_Code_GetExtra(code, index, &extra) < 0) {
+#else
+  if (_PyCode_GetExtra(code, index, &extra) < 0) {
+#endif
+    PyErr_Clear();
+    return nullptr;
+  }
+  auto* cache = static_cast<CodeCache*>(extra);
+  if (cache == nullptr && create) {
+    cache = new CodeCache();
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Code_SetExtra(code, index, cache) < 0) {
+#else
+    if (_PyCode_SetExtra(code, index, cache) < 0) {
+#endif
+      PyErr_Clear();
+      delete cache;
+      return nullptr;
+    }
+  }
+  if (cache != nullptr && cache->epoch != current_epoch()) {  // dynvm.reset() since
+    cache->segments.clear();
+    cache->skip = false;
+    cache->epoch = current_epoch();
+  }
+  return cache;
+}
+
+std::string code_name(PyObject* code) {
+  auto* c = reinterpret_cast<PyCodeObject*>(code);
+  return std::string(PyUnicode_AsUTF8(c->co_qualname)) + " (" + PyUnicode_AsUTF8(c->co_filename) +
+         ":" + std::to_string(c->co_firstlineno) + ")";
+}
+
+std::string location(const frontend::CodeInfo& info, int index) {
+  int line = info.instructions[static_cast<size_t>(index)].positions.line;
+  return info.filename + ":" + std::to_string(line > 0 ? line : info.firstlineno);
+}
+
+vm::FrameInputs frame_inputs(frame::Frame* f) {
+  vm::FrameInputs in;
+  in.locals = frame::locals(f);
+  in.local_count = frame::local_count(f);
+  in.closure = reinterpret_cast<PyFunctionObject*>(frame::function(f))->func_closure;
+  in.globals = frame::globals(f);
+  in.builtins = frame::builtins(f);
+  in.stack = frame::stack_base(f);
+  in.stack_count = frame::stack_depth(f);
+  return in;
+}
+
+// Continues the frame in CPython's evaluator at instruction `index`.
+PyObject* resume_in_cpython(PyThreadState* ts, frame::Frame* f, const frontend::CodeInfo& info,
+                            int index) {
+  frame::set_next_instruction(
+      f, static_cast<int>(info.instructions[static_cast<size_t>(index)].offset));
+  return frame::eval_default(ts, f, 0);
+}
+
+// Raises the pending exception inside the frame at the instruction it is positioned at:
+// the frame's own handlers run, or it unwinds, exactly as in CPython.
+PyObject* raise_in_frame(PyThreadState* ts, frame::Frame* f) {
+  return frame::eval_default(ts, f, 1);
+}
+
+// Makes the frame return `value` (stolen) through CPython's evaluator, which finishes the
+// frame as it would any other (frame objects, the frame stack).
+PyObject* return_through_cpython(PyThreadState* ts, frame::Frame* f, CodeCache& cache,
+                                 PyObject* value) {
+  const frontend::CodeInfo& info = *cache.info;
+  int offset = cache.return_value_offset;
+  if (offset < 0) {
+    // No RETURN_VALUE (3.12 returning constants only): a RETURN_CONST of this very value.
+    PyObject* consts = reinterpret_cast<PyCodeObject*>(frame::code(f))->co_consts;
+    for (const frontend::Instruction& ins : info.instructions) {
+      if (ins.norm.op == frontend::Op::Return && ins.norm.index >= 0 &&
+          PyTuple_GET_ITEM(consts, ins.norm.index) == value) {
+        Py_DECREF(value);
+        frame::set_next_instruction(f, static_cast<int>(ins.offset));
+        return frame::eval_default(ts, f, 0);
+      }
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    return value;  // 3.11: the caller of the evaluator finishes the frame
+#else
+    Py_DECREF(value);
+    PyErr_SetString(PyExc_SystemError, "dynvm: internal error: no instruction to return through");
+    return nullptr;
+#endif
+  }
+  while (frame::stack_depth(f) > 0) Py_XDECREF(frame::pop(f));
+  frame::push(f, value);
+  frame::set_next_instruction(f, offset);
+  return frame::eval_default(ts, f, 0);
+}
+
+// Writes a variant's rebuilt state into the frame.
+void write_state(frame::Frame* f, Variant::Outcome& outcome) {
+  for (size_t i = 0; i < outcome.locals.size(); ++i) {
+    if (outcome.keep_local[i]) continue;
+    frame::set_local(f, static_cast<int>(i), outcome.locals[i].release());
+  }
+  while (frame::stack_depth(f) > 0) Py_XDECREF(frame::pop(f));
+  for (PyRef& v : outcome.stack) frame::push(f, v.release());
+}
+
+void set_grad_mode(bool enabled) {
+  static PyObject* setter = nullptr;
+  if (setter == nullptr) {
+    PyRef c = PyRef::steal(PyImport_ImportModule("torch._C"));
+    if (!c) return PyErr_Clear();
+    setter = PyObject_GetAttrString(c.get(), "_set_grad_enabled");
+    if (setter == nullptr) return PyErr_Clear();
+  }
+  PyRef r = PyRef::steal(PyObject_CallOneArg(setter, enabled ? Py_True : Py_False));
+  if (!r) PyErr_Clear();
+}
+
+// Finds the variant whose guards hold, tracing a new one on a miss. nullptr: run eagerly
+// from `start`. Sets an error (and returns nullptr with *failed) under fullgraph.
+Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int start,
+                       const CompileOptions& options, bool* failed) {
+  vm::FrameInputs inputs = frame_inputs(f);
+  auto& variants = segment.variants;
+  for (size_t i = 0; i < variants.size(); ++i) {
+    if (!variants[i]->guards_hold(inputs)) continue;
+    if (i != 0) std::swap(variants[0], variants[i]);  // most recently hit first
+    ++counters().cache_hits;
+    ++run_report().cache_hits;
+    return variants[0].get();
+  }
+  if (segment.gave_up) return nullptr;
+  PyObject* code = frame::code(f);
+  if (!variants.empty()) {
+    vm::GuardFailure why;
+    variants[0]->guards_hold(inputs, &why);
+    std::string failing = vm::to_string(why);
+    ++counters().recompiles;
+    run_report().recompiles.push_back({code_name(code), failing});
+    if (log_enabled("recompiles")) {
+      std::fprintf(stderr, "dynvm: recompiling %s: %s\n", code_name(code).c_str(), failing.c_str());
+    }
+    if (static_cast<int>(variants.size()) >= options.cache_size_limit) {
+      segment.gave_up = true;
+      PyRef message = PyRef::steal(PyUnicode_FromFormat(
+          "dynvm: %s was recompiled %d times (cache_size_limit); it runs eagerly from now "
+          "on. The guard that kept failing: %s",
+          code_name(code).c_str(), options.cache_size_limit, failing.c_str()));
+      if (PyErr_WarnEx(PyExc_RuntimeWarning, PyUnicode_AsUTF8(message.get()), 1) < 0) {
+        *failed = true;
+      }
+      return nullptr;
+    }
+  }
+  vm::FrameStart fs;
+  fs.function = frame::function(f);
+  fs.start = start;
+  int nlocals = frame::local_count(f);
+  int argcount = start == 0 ? cache.info->total_argcount() : nlocals;
+  fs.locals.assign(frame::locals(f), frame::locals(f) + argcount);
+  fs.stack.assign(frame::stack_base(f), frame::stack_base(f) + frame::stack_depth(f));
+  vm::Trace trace;
+  {
+    HookPause pause;
+    auto t0 = Clock::now();
+    trace = vm::trace_frame(fs);
+    run_report().trace_ns += nanoseconds_since(t0);
+  }
+  if (trace.graph_break) {
+    ++counters().graph_breaks;
+    const vm::GraphBreakInfo& b = *trace.graph_break;
+    run_report().add_break(b.reason, b.filename, b.lineno);
+    if (log_enabled("breaks")) {
+      std::fprintf(stderr, "dynvm: graph break in %s: %s (at %s:%d)\n", code_name(code).c_str(),
+                   b.reason.c_str(), b.filename.c_str(), b.lineno);
+    }
+    if (options.fullgraph) {
+      set_graph_break_error(code_name(code), b);
+      *failed = true;
+      return nullptr;
+    }
+  }
+  size_t ops = trace.graph.num_nodes();
+  bool returns_plainly = !trace.graph_break && trace.side_effects.empty();
+  if (ops > 0) {
+    ++counters().frames_traced;
+    run_report().frames_compiled.insert(code_name(code));
+    run_report().graphs.push_back({code_name(code), location(*cache.info, start), ops});
+    if (log_enabled("graph")) {
+      std::fprintf(stderr, "dynvm: graph of %s from %s\n%s\n", code_name(code).c_str(),
+                   location(*cache.info, start).c_str(), graph::to_text(trace.graph).c_str());
+    }
+    if (log_enabled("guards")) {
+      std::fprintf(stderr, "dynvm: guards of %s\n%s", code_name(code).c_str(),
+                   trace.guards.to_string().c_str());
+    }
+  }
+  if (start == 0 && variants.empty() && ops == 0 && returns_plainly && !options.fullgraph) {
+    cache.skip = true;  // plain Python: nothing to compile, and CPython is faster at it
+    return nullptr;
+  }
+  auto variant = Variant::build(std::move(trace));
+  if (!variant) {
+    // The backend cannot run this graph: this part runs eagerly under these guards.
+    ++counters().graph_breaks;
+    run_report().add_break(variant.error().message, cache.info->filename,
+                           cache.info->instructions[static_cast<size_t>(start)].positions.line);
+    if (options.fullgraph) {
+      set_graph_break_error(code_name(code), vm::GraphBreakInfo{variant.error().message, "", 0});
+      *failed = true;
+    }
+    return nullptr;
+  }
+  variants.insert(variants.begin(), std::move(variant).value());
+  return variants[0].get();
+}
+
+}  // namespace
+
+bool code_is_skipped(PyObject* code) {
+  CodeCache* cache = cache_for(code, false);
+  return cache != nullptr && cache->skip;
+}
+
+PyObject* drive_frame(PyThreadState* ts, frame::Frame* f, const CompileOptions& options) {
+  PyObject* code = frame::code(f);
+  CodeCache* cache = cache_for(code, true);
+  if (cache == nullptr || cache->skip) return frame::eval_default(ts, f, 0);
+  if (!cache->info) {
+    cache->info = vm::decoded_code(code);
+    if (!cache->info) {
+      cache->skip = true;
+      return frame::eval_default(ts, f, 0);
+    }
+    for (const frontend::Instruction& ins : cache->info->instructions) {
+      if (ins.norm.op == frontend::Op::Return && ins.norm.index < 0) {
+        cache->return_value_offset = static_cast<int>(ins.offset);
+      }
+    }
+  }
+  const frontend::CodeInfo& info = *cache->info;
+  int start = 0;
+  while (true) {
+    Segment& segment = cache->segments[{options.backend, start}];
+    bool failed = false;
+    Variant* variant = find_or_trace(*cache, segment, f, start, options, &failed);
+    if (failed) {
+      // fullgraph (or a warning turned into an error): raised where the part starts.
+      frame::set_current_instruction(
+          f, static_cast<int>(info.instructions[static_cast<size_t>(start)].offset));
+      return raise_in_frame(ts, f);
+    }
+    if (variant == nullptr || variant->eager()) {
+      if (start == 0) return frame::eval_default(ts, f, 0);
+      return resume_in_cpython(ts, f, info, start);
+    }
+    Variant::Outcome outcome;
+    bool ran;
+    {
+      HookPause pause;
+      auto t0 = Clock::now();
+      ran = variant->run(frame_inputs(f), &outcome);
+      run_report().run_ns += nanoseconds_since(t0);
+    }
+    if (!ran) {
+      // The graph failed (an error the trace could not foresee): this part runs eagerly,
+      // which raises the error as plain Python would.
+      PyErr_Clear();
+      if (start == 0) return frame::eval_default(ts, f, 0);
+      return resume_in_cpython(ts, f, info, start);
+    }
+    const vm::Trace& trace = variant->trace();
+    if (!trace.resume) return return_through_cpython(ts, f, *cache, outcome.value.release());
+    write_state(f, outcome);
+    const vm::ResumePoint& resume = *trace.resume;
+    set_grad_mode(resume.grad_enabled);
+    StepResult step = execute_instruction(ts, f, info, resume.instruction);
+    switch (step.kind) {
+      case StepResult::Kind::Continue:
+        start = step.next;
+        continue;
+      case StepResult::Kind::Raised:
+        return raise_in_frame(ts, f);
+      case StepResult::Kind::NotHandled:
+        return resume_in_cpython(ts, f, info, resume.resume_index);
+    }
+  }
+}
+
+}  // namespace dynvm::runtime

@@ -1,0 +1,23 @@
+// frame_driver: runs one live frame with dynvm. From the frame's start, and again after
+// every graph break, it looks up the variants cached for (code object, instruction),
+// checks their guards, traces on a miss, runs the graph, rebuilds the frame's locals and
+// value stack, executes the breaking instruction itself where it can and continues
+// tracing after it, or hands the frame to CPython's evaluator at that instruction.
+#pragma once
+
+#include <Python.h>
+
+#include "dynvm/runtime/compiled_function.h"
+#include "dynvm/runtime/frame_access.h"
+
+namespace dynvm::runtime {
+
+// Evaluates `frame` (fresh: no instruction executed yet) as the frame evaluator must:
+// returns what the frame returns (a new reference) or nullptr with an exception set; the
+// frame is finished either way.
+PyObject* drive_frame(PyThreadState* ts, frame::Frame* f, const CompileOptions& options);
+
+// Whether dynvm has decided to leave this code object to CPython (nothing to compile).
+bool code_is_skipped(PyObject* code);
+
+}  // namespace dynvm::runtime

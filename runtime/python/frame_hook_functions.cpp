@@ -1,0 +1,116 @@
+// dynvm._C functions for the frame hook: where callees are not compiled, `dynvm run`'s
+// whole-program compilation, and the run report.
+#include "frame_hook_functions.h"
+
+#include <string>
+#include <vector>
+
+#include "dynvm/runtime/frame_hook.h"
+#include "dynvm/runtime/run_report.h"
+
+namespace dynvm::runtime {
+
+namespace {
+
+bool string_list(PyObject* seq, const char* what, std::vector<std::string>* out) {
+  PyObject* fast = PySequence_Fast(seq, what);  // new
+  if (fast == nullptr) return false;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); ++i) {
+    const char* s = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(fast, i));
+    if (s == nullptr) {
+      Py_DECREF(fast);
+      return false;
+    }
+    out->emplace_back(s);
+  }
+  Py_DECREF(fast);
+  return true;
+}
+
+// set_skip_prefixes(list[str]): directories whose code a compiled function's callees
+// never compile in.
+PyObject* set_skip_prefixes(PyObject*, PyObject* arg) {
+  std::vector<std::string> prefixes;
+  if (!string_list(arg, "set_skip_prefixes expects a list of str", &prefixes)) return nullptr;
+  set_default_skip_prefixes(std::move(prefixes));
+  Py_RETURN_NONE;
+}
+
+// enable_global(backend, fullgraph, cache_size_limit, include, exclude): compile every
+// frame of user code in every thread (dynvm run).
+PyObject* enable_global(PyObject*, PyObject* args) {
+  const char* backend = nullptr;
+  int fullgraph = 0;
+  int limit = 8;
+  PyObject* include = nullptr;
+  PyObject* exclude = nullptr;
+  if (!PyArg_ParseTuple(args, "spiOO", &backend, &fullgraph, &limit, &include, &exclude)) {
+    return nullptr;
+  }
+  CompileOptions options;
+  options.backend = backend;
+  options.fullgraph = fullgraph != 0;
+  options.cache_size_limit = limit;
+  FrameFilter filter;
+  if (!string_list(include, "include must be a list of str", &filter.include) ||
+      !string_list(exclude, "exclude must be a list of str", &filter.exclude)) {
+    return nullptr;
+  }
+  enable_global_compilation(options, std::move(filter));
+  Py_RETURN_NONE;
+}
+
+PyObject* disable_global(PyObject*, PyObject*) {
+  disable_global_compilation();
+  Py_RETURN_NONE;
+}
+
+// run_report() -> dict: what was compiled, where it broke, recompiles, time.
+PyObject* report(PyObject*, PyObject*) {
+  const RunReport& r = run_report();
+  PyObject* frames = PyList_New(0);
+  PyObject* graphs = PyList_New(0);
+  PyObject* breaks = PyList_New(0);
+  PyObject* recompiles = PyList_New(0);
+  if (!frames || !graphs || !breaks || !recompiles) return nullptr;
+  for (const std::string& f : r.frames_compiled) {
+    PyObject* s = PyUnicode_FromString(f.c_str());
+    PyList_Append(frames, s);
+    Py_DECREF(s);
+  }
+  for (const RunReport::Graph& g : r.graphs) {
+    PyObject* d = Py_BuildValue("{s:s,s:s,s:n}", "function", g.function.c_str(), "location",
+                                g.location.c_str(), "ops", static_cast<Py_ssize_t>(g.ops));
+    PyList_Append(graphs, d);
+    Py_DECREF(d);
+  }
+  for (const auto& [key, b] : r.breaks) {
+    PyObject* d = Py_BuildValue("{s:s,s:s,s:i,s:L}", "reason", b.reason.c_str(), "filename",
+                                b.filename.c_str(), "lineno", b.lineno, "count",
+                                static_cast<long long>(b.count));
+    PyList_Append(breaks, d);
+    Py_DECREF(d);
+  }
+  for (const RunReport::Recompile& c : r.recompiles) {
+    PyObject* d =
+        Py_BuildValue("{s:s,s:s}", "function", c.function.c_str(), "guard", c.guard.c_str());
+    PyList_Append(recompiles, d);
+    Py_DECREF(d);
+  }
+  return Py_BuildValue("{s:N,s:N,s:N,s:N,s:L,s:d,s:d}", "frames_compiled", frames, "graphs", graphs,
+                       "breaks", breaks, "recompiles", recompiles, "cache_hits",
+                       static_cast<long long>(r.cache_hits), "trace_seconds", r.trace_ns * 1e-9,
+                       "run_seconds", r.run_ns * 1e-9);
+}
+
+}  // namespace
+
+const PyMethodDef kFrameHookMethods[] = {
+    {"set_skip_prefixes", set_skip_prefixes, METH_O,
+     "Directories whose code compiled functions' callees do not compile."},
+    {"enable_global", enable_global, METH_VARARGS, "Compile every frame of user code (dynvm run)."},
+    {"disable_global", disable_global, METH_NOARGS, "Stop compiling every frame."},
+    {"run_report", report, METH_NOARGS, "What was compiled, where it broke, and time spent."},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace dynvm::runtime
