@@ -45,7 +45,7 @@ KNOWN_FAILURES = {
 THEMES = {
     "printing", "logging_", "scalars", "data_control_flow", "external_calls", "nested_calls",
     "loops", "context_managers", "exceptions", "mutations", "generators", "training",
-    "signatures", "value_stack",
+    "signatures", "value_stack", "aliasing", "callbacks",
 }
 MIN_PER_THEME = 4
 

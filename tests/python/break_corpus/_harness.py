@@ -81,8 +81,9 @@ def capture_output():
 def user_frames(tb):
     """(file, line, function) of each traceback entry in the corpus's own files."""
     return [(os.path.basename(f.filename), f.lineno, f.name)
-            for f in traceback.extract_tb(tb) if os.path.dirname(
-                os.path.abspath(f.filename)) == CORPUS_DIR]
+            for f in traceback.extract_tb(tb)
+            if os.path.dirname(os.path.abspath(f.filename)) == CORPUS_DIR
+            and os.path.abspath(f.filename) != os.path.abspath(__file__)]
 
 
 def describe_exception(exc):

@@ -183,3 +183,54 @@ def assertion_error_escapes(x):
     print("checking")
     assert y.shape == (3, 3), f"unexpected shape {tuple(y.shape)}"
     return y
+
+
+def _level_two(t):
+    try:
+        print("level two about to fail")
+        return t / (1 / torch.zeros(1).sum().item())
+    finally:
+        print("level two finally")
+
+
+def _level_one(t):
+    try:
+        return _level_two(t * 2) + 1
+    finally:
+        print("level one finally", t.shape)
+
+
+@scenario(lambda: (randn(3),))
+def exception_escapes_through_helpers_with_finally(x):
+    y = x.exp()
+    try:
+        return _level_one(y)
+    finally:
+        print("outer finally")
+
+
+@scenario(lambda: (randn(3),))
+def sys_exc_info_read_after_break_in_handler(x):
+    import sys
+
+    y = x + 2
+    try:
+        raise LookupError("lost")
+    except LookupError:
+        print("handling", y.numel())
+        kind, value, _ = sys.exc_info()
+        y = y * len(str(value))
+    after = sys.exc_info()[0]
+    return y, kind.__name__, after is None
+
+
+@scenario(lambda: (randn(3), 2), other=lambda: (randn(3), 5))
+def match_statement_on_item_value(x, k):
+    y = x * k
+    match int(y.abs().argmax()):
+        case 0:
+            y = y + 1
+        case 1 | 2:
+            print("matched 1 or 2")
+            y = y - 1
+    return y.tanh()

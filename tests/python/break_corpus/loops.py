@@ -104,3 +104,25 @@ def for_else_clause_after_break(x):
         print("no break in the loop")
         y = y * -1
     return y
+
+
+@scenario(lambda: ({"a": randn(2), "b": randn(2), "c": randn(2)},))
+def loop_over_dict_items_with_print(params):
+    total = torch.zeros(2)
+    for name, p in params.items():
+        scaled = p * 2
+        print(name, tuple(scaled.shape))
+        total = total + scaled
+    return total
+
+
+@scenario(lambda: ([randn(3), randn(3), randn(3)],))
+def return_from_inside_loop_inside_with(tensors):
+    acc = torch.zeros(3)
+    with torch.no_grad():
+        for i, t in enumerate(tensors):
+            acc = acc + t
+            if acc.sum() > 1:
+                print("returning early at", i)
+                return acc * 2, i
+    return acc, -1

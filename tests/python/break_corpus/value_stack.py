@@ -90,3 +90,25 @@ def method_chain_with_item_in_argument(x):
 def print_inside_comprehension_over_tensors(x):
     parts = [(x * i, print("element", i))[0] for i in range(3)]
     return torch.stack(parts).mean(0)
+
+
+@scenario(lambda: (randn(3), randn(3)))
+def print_inside_keyword_argument_value(a, b):
+    y = a * 2
+    out, marker = _combine(y, b, marker=print("keyword value") or "m", c=b.exp(), scale=2.0)
+    return out - a, marker
+
+
+@scenario(lambda: (randn(4),), other=lambda: (-randn(4).abs(),))
+def walrus_on_item_in_condition(x):
+    y = x.exp() - 1.5
+    if (peak := y.max().item()) > 0:
+        y = y / peak
+    return y * 2, peak
+
+
+@scenario(lambda: (randn(2),))
+def unpacking_tolist_into_names(x):
+    y = x * 10
+    first, second = y.round().tolist()
+    return x * first + second, (first, second)
