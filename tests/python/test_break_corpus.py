@@ -22,7 +22,6 @@ import pathlib
 import random
 import sys
 import textwrap
-import types
 
 import pytest
 import torch

@@ -13,7 +13,6 @@ import logging
 import math
 import os
 import random
-import sys
 import traceback
 import types
 import typing

@@ -87,6 +87,8 @@ def scenario(inputs=lambda: (), *, other=None, calls=3, persistent=False, factor
     """
     if calls < 3:
         raise ValueError("a scenario is called at least 3 times")
+    if persistent and other is not None:
+        raise ValueError("a persistent scenario keeps its inputs: it cannot have `other`")
 
     def register(fn):
         theme = fn.__module__.rsplit(".", 1)[-1]

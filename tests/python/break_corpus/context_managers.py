@@ -34,7 +34,8 @@ def item_inside_enable_grad_within_no_grad(x):
     return c, d, s
 
 
-@scenario(lambda: (randn(2, requires_grad=True), False), other=lambda: (randn(2, requires_grad=True), True))
+@scenario(lambda: (randn(2, requires_grad=True), False),
+          other=lambda: (randn(2, requires_grad=True), True))
 def print_inside_set_grad_enabled(x, enabled):
     with torch.set_grad_enabled(enabled):
         y = x.exp()

@@ -88,3 +88,30 @@ def while_with_break_on_tensor(x):
         if total.sum() > 10 or i > 20:
             break
     return total, i
+
+
+@scenario(lambda: (randn(3),), calls=5)
+def value_after_break_changes_shape_per_call(x):
+    y = x.abs()
+    n = int(y.sum().item() * 3) % 4 + 1
+    return torch.ones(n) * y.mean(), n
+
+
+def branch_taken_alternates_between_calls():
+    calls = [0]
+
+    def alternate(x):
+        calls[0] += 1
+        y = x.abs() + 0.1
+        if (y * (-1) ** calls[0]).sum() > 0:
+            print("positive branch on call", calls[0])
+            out = y.exp()
+        else:
+            print("negative branch on call", calls[0])
+            out = y.log()
+        return out * 2
+
+    return alternate
+
+
+scenario(lambda: (randn(3),), factory=True, calls=4)(branch_taken_alternates_between_calls)

@@ -126,3 +126,12 @@ def return_from_inside_loop_inside_with(tensors):
                 print("returning early at", i)
                 return acc * 2, i
     return acc, -1
+
+
+@scenario(lambda: ([randn(2), randn(2), randn(2)],))
+def loop_carried_value_changes_type_across_breaks(tensors):
+    acc = 0
+    for t in tensors:
+        print("acc is a", type(acc).__name__)
+        acc = acc + t * 2
+    return acc.relu()

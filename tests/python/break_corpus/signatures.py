@@ -4,7 +4,6 @@ named tuples of tensors computed after the break."""
 
 import collections
 
-import torch
 
 from corpus._case import Args
 from break_corpus._scenario import randn, scenario
