@@ -22,6 +22,7 @@ import pathlib
 import random
 import sys
 import textwrap
+import types
 
 import pytest
 import torch
@@ -67,6 +68,7 @@ def _run_sequence(scn, make_first, make_second):
     (each: target -> callable) and compares every call."""
     module = sys.modules[scn.fn.__module__]
     initial = {name: copy.deepcopy(vars(module)[name]) for name in scn.globals}
+    undeclared = _undeclared_mutable_globals(module, scn)
     try:
         first_target = scn.fn() if scn.factory else scn.fn
         second_target = scn.fn() if scn.factory else scn.fn
@@ -94,9 +96,22 @@ def _run_sequence(scn, make_first, make_second):
                 assert_same(second_in.args, first_in.args,
                             f"[{label}] inputs after backward through the result",
                             rtol=scn.rtol, atol=scn.atol)
+                if scn.factory:
+                    assert_same(second_target, first_target,
+                                f"[{label}] the callee after backward through the result",
+                                rtol=scn.rtol, atol=scn.atol)
             state = expected.globals
     finally:
         restore_globals(module, initial)
+    # A global the scenario changes must be declared (and so compared and restored).
+    assert_same(_undeclared_mutable_globals(module, scn), undeclared,
+                "mutable globals the scenario does not declare")
+
+
+def _undeclared_mutable_globals(module, scn):
+    return {name: copy.deepcopy(value) for name, value in vars(module).items()
+            if name not in scn.globals and not name.startswith("__")
+            and type(value) in (list, dict, set, types.SimpleNamespace)}
 
 
 @needs_vm
