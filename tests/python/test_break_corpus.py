@@ -39,6 +39,9 @@ SCENARIOS = break_corpus.all_scenarios()
 # Scenarios that do not behave like eager yet, each with the reason. Strict expected
 # failures: one that starts passing fails the run until it is removed from here.
 KNOWN_FAILURES = {
+    "torch_warning_mid_function":
+        "tracing runs torch.tensor(t) on a fake tensor and its UserWarning reaches the "
+        "user: the first compiled call warns twice, once from dynvm/_tracing.py",
 }
 
 # The themes the corpus must cover, each with at least MIN_PER_THEME scenarios.

@@ -16,6 +16,7 @@ import random
 import traceback
 import types
 import typing
+import warnings
 
 import numpy as np
 import torch
@@ -35,10 +36,35 @@ def _fail(where, message):
 # --- capturing one call ----------------------------------------------------------------
 
 
-class _RecordList(logging.Handler):
+class _Timeline:
+    """The order in which output of each kind arrived: (kind, text) entries, with
+    consecutive writes of one kind merged."""
+
     def __init__(self):
+        self.entries = []
+
+    def add(self, kind, text):
+        if self.entries and self.entries[-1][0] == kind:
+            self.entries[-1] = (kind, self.entries[-1][1] + text)
+        else:
+            self.entries.append((kind, text))
+
+
+class _Stream(io.StringIO):
+    def __init__(self, kind, timeline):
+        super().__init__()
+        self._kind, self._timeline = kind, timeline
+
+    def write(self, text):
+        self._timeline.add(self._kind, text)
+        return super().write(text)
+
+
+class _RecordList(logging.Handler):
+    def __init__(self, timeline):
         super().__init__(level=logging.DEBUG)
         self.records = []
+        self._timeline = timeline
 
     def emit(self, record):
         exc = None
@@ -53,28 +79,48 @@ class _RecordList(logging.Handler):
             "funcName": record.funcName,
             "exc": exc,
         })
+        self._timeline.add("log", record.getMessage() + "\n")
+
+
+def _warning_entry(w):
+    return {"category": w.category.__name__, "message": str(w.message),
+            "file": os.path.basename(w.filename), "lineno": w.lineno}
 
 
 @contextlib.contextmanager
 def capture_output():
-    """Captures sys.stdout, sys.stderr and every logging record (root logger, DEBUG
-    and up) while the block runs; yields a dict filled in at exit."""
+    """Captures sys.stdout, sys.stderr, every logging record (root logger, DEBUG and
+    up) and every warning (all shown, none turned into errors) while the block runs,
+    and the order in which they interleave; yields a dict filled in at exit."""
     captured = {}
-    out, err = io.StringIO(), io.StringIO()
-    handler = _RecordList()
+    timeline = _Timeline()
+    out, err = _Stream("stdout", timeline), _Stream("stderr", timeline)
+    handler = _RecordList(timeline)
     root = logging.getLogger()
     old_level = root.level
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
+    caught = []
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            yield captured
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            original_showwarning = warnings.showwarning
+
+            def show(message, category, filename, lineno, file=None, line=None):
+                original_showwarning(message, category, filename, lineno, file, line)
+                timeline.add("warning", f"{category.__name__}: {message}\n")
+
+            warnings.showwarning = show
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                yield captured
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
         captured["stdout"] = out.getvalue()
         captured["stderr"] = err.getvalue()
         captured["logs"] = handler.records
+        captured["warnings"] = [_warning_entry(w) for w in caught]
+        captured["timeline"] = timeline.entries
 
 
 def user_frames(tb):
@@ -109,6 +155,8 @@ class Outcome:
     stdout: str
     stderr: str
     logs: list
+    warnings: list
+    timeline: list  # the interleaving of stdout, stderr, logging and warnings
     inputs: Args  # the inputs, after the call
     globals: dict  # deep copies of the watched globals after the call
     grad_enabled: bool
@@ -137,7 +185,8 @@ def run_call(fn, inputs, *, seed, module=None, global_names=()):
     watched = {name: copy.deepcopy(vars(module)[name]) for name in global_names}
     return Outcome(
         result=result, exception=exception, stdout=captured["stdout"],
-        stderr=captured["stderr"], logs=captured["logs"], inputs=inputs,
+        stderr=captured["stderr"], logs=captured["logs"],
+        warnings=captured["warnings"], timeline=captured["timeline"], inputs=inputs,
         globals=watched, grad_enabled=torch.is_grad_enabled(),
         torch_rng=torch.random.get_rng_state(), python_rng=random.getstate(),
         numpy_rng=np.random.get_state()[1].copy())
@@ -341,6 +390,8 @@ def assert_outcomes_same(actual, expected, *, rtol=1e-5, atol=1e-6, label=""):
         _fail(where + "stderr", f"\n--- compiled ---\n{actual.stderr}\n--- eager ---\n"
                                 f"{expected.stderr}")
     same(actual.logs, expected.logs, "logging records")
+    same(actual.warnings, expected.warnings, "warnings")
+    same(actual.timeline, expected.timeline, "order of stdout, stderr, logging and warnings")
     same(actual.result, expected.result, "result")
     assert_aliasing_same(actual, expected)
     same(actual.inputs.args, expected.inputs.args, "positional inputs after the call")

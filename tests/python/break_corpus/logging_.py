@@ -3,6 +3,8 @@ record's message, level, line number and function name, so a resumed frame must
 report the right line to logging's caller lookup."""
 
 import logging
+import sys
+import warnings
 
 import torch
 
@@ -78,3 +80,35 @@ def logging_inside_module_forward(module, x):
     h = x + 1
     y = module(h)
     return (y ** 2).mean()
+
+
+@scenario(lambda: (randn(3),))
+def print_logging_and_stderr_interleaved(x):
+    y = x * 2
+    print("one")
+    log.info("two %d", y.numel())
+    print("three", file=sys.stderr)
+    log.warning("four")
+    print("five", round(y.sum().item(), 3))
+    return y.exp()
+
+
+def _deprecated_scale(t):
+    warnings.warn("_deprecated_scale is deprecated", DeprecationWarning, stacklevel=2)
+    return t * 3
+
+
+@scenario(lambda: (randn(2),))
+def warnings_warn_with_stacklevel_in_helper(x):
+    y = x.abs()
+    z = _deprecated_scale(y)
+    warnings.warn(f"scaled {z.numel()} values", UserWarning)
+    return z + y
+
+
+@scenario(lambda: (randn(3),))
+def torch_warning_mid_function(x):
+    y = x.sigmoid()
+    copied = torch.tensor(y)
+    print("copied", copied.shape)
+    return copied * y
