@@ -17,6 +17,7 @@ generators' states, then gradients through the results.
 Scenarios that fail are listed in KNOWN_FAILURES as strict expected failures."""
 
 import copy
+import io
 import logging
 import pathlib
 import random
@@ -245,12 +246,24 @@ def test_harness_detects_a_difference_in(what):
         assert_outcomes_same(_outcome_of(source, what), _outcome_of(source, what))
 
 
-def test_harness_compares_what_is_left_in_iterators():
+def test_harness_compares_iterators_and_stateful_objects():
     with pytest.raises(AssertionError):
         assert_same(iter([1, 2]), iter([1, 3]))
     with pytest.raises(AssertionError):
         assert_same((i for i in [1, 2]), (i for i in [1]))
     assert_same((i for i in [torch.ones(2)]), (i for i in [torch.ones(2)]))
+    with pytest.raises(AssertionError):
+        assert_same(io.StringIO("a"), io.StringIO("b"))
+    first, second = random.Random(1), random.Random(1)
+    assert_same(first, second)
+    first.random()
+    with pytest.raises(AssertionError):
+        assert_same(first, second)
+    first, second = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    assert_same(first, second)
+    torch.rand(1, generator=first)
+    with pytest.raises(AssertionError):
+        assert_same(first, second)
 
 
 def test_harness_compares_module_buffers_and_optimizer_state():

@@ -280,6 +280,16 @@ def assert_same(actual, expected, where="result", *, rtol=1e-5, atol=1e-6):
             _fail(where, f"array {actual.dtype}{actual.shape} != {expected.dtype}{expected.shape}")
         if not np.allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True):
             _fail(where, f"{actual} != {expected}")
+    elif isinstance(expected, io.StringIO):
+        recurse((actual.getvalue(), actual.tell()), (expected.getvalue(), expected.tell()),
+                where + "<StringIO contents and position>")
+    elif isinstance(expected, random.Random):
+        recurse(actual.getstate(), expected.getstate(), where + "<random.Random state>")
+    elif isinstance(expected, torch.Generator):
+        recurse(actual.get_state(), expected.get_state(), where + "<torch.Generator state>")
+    elif isinstance(expected, np.random.Generator):
+        recurse(actual.bit_generator.state, expected.bit_generator.state,
+                where + "<numpy Generator state>")
     elif isinstance(expected, collections.abc.Iterator):
         recurse(_remaining(actual), _remaining(expected), where + "<remaining items>")
     elif isinstance(expected, torch.Size):

@@ -4,6 +4,7 @@ with tensor work on both sides of the call."""
 
 import copy
 import hashlib
+import io
 import json
 import math
 import random
@@ -96,3 +97,26 @@ def numpy_random_with_global_seed(x):
     x = x.sigmoid()
     noise = torch.from_numpy(np.random.standard_normal((2, 3)).astype(np.float32))
     return x + noise * 0.1
+
+
+@scenario(lambda: (randn(3), random.Random(int(torch.randint(0, 1000, (1,))))))
+def random_instance_argument_draws(x, rng):
+    y = x * rng.random()
+    k = rng.randrange(3)
+    return y[k] + y, k
+
+
+@scenario(lambda: (randn(3), torch.Generator().manual_seed(int(torch.randint(0, 1000, (1,))))))
+def torch_generator_argument_draws(x, gen):
+    y = x + torch.rand(3, generator=gen)
+    print("first draw done")
+    return y * torch.randn(3, generator=gen)
+
+
+@scenario(lambda: (randn(2), io.StringIO()))
+def stringio_argument_written_around_break(x, buf):
+    y = x.exp()
+    buf.write(f"first {y.shape[0]}\n")
+    print("in the middle")
+    buf.write(f"second {round(y.sum().item(), 3)}\n")
+    return y * 2

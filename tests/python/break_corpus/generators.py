@@ -136,3 +136,48 @@ def generator_returned_from_compiled_function(x):
     y = x * 2
     print("making a generator")
     return (y + i for i in range(3))
+
+
+@scenario(lambda: (randn(2), iter([randn(2), randn(2), randn(2), randn(2)])))
+def list_iterator_argument_next_then_break(x, it):
+    first = next(it) * x
+    print("took one")
+    second = next(it)
+    return first + second
+
+
+@scenario(lambda: ([randn(2), randn(2), randn(2)], [randn(2), randn(2), randn(2)]))
+def zip_object_consumed_across_break(xs, ys):
+    pairs = zip(xs, ys)
+    a, b = next(pairs)
+    head = a * b
+    print("first pair done")
+    rest = [u + v for u, v in pairs]
+    return head + sum(rest)
+
+
+@scenario(lambda: (randn(3), enumerate([randn(3), randn(3), randn(3)])))
+def enumerate_argument_partly_consumed(x, items):
+    total = x.clone()
+    for i, t in items:
+        total = total + t * i
+        if i == 1:
+            print("stopping after", i)
+            break
+    return total
+
+
+@scenario(lambda: (randn(2), map(lambda t: t * 2, [randn(2), randn(2), randn(2)])))
+def map_argument_consumed_before_and_after_break(x, mapped):
+    a = next(mapped) + x
+    print("mapped one")
+    b = next(mapped) - x
+    return a * b
+
+
+@scenario(lambda: (reversed([randn(2), randn(2), randn(2)]),))
+def reversed_iterator_argument(it):
+    last = next(it).exp()
+    middle = next(it)
+    print("two taken")
+    return last + middle
