@@ -106,7 +106,8 @@ def random_instance_argument_draws(x, rng):
     return y[k] + y, k
 
 
-@scenario(lambda: (randn(3), torch.Generator().manual_seed(int(torch.randint(0, 1000, (1,))))))
+@scenario(lambda: (randn(3),
+                   torch.Generator().manual_seed(int(torch.randint(0, 1000, (1,))))))
 def torch_generator_argument_draws(x, gen):
     y = x + torch.rand(3, generator=gen)
     print("first draw done")

@@ -25,7 +25,8 @@ def int_argument_enables_item(x, level):
     return y + level
 
 
-@scenario(lambda: (randn(3), {"scale": 2.0}), other=lambda: (randn(3), {"scale": 2.0, "debug": 1}))
+@scenario(lambda: (randn(3), {"scale": 2.0}),
+          other=lambda: (randn(3), {"scale": 2.0, "debug": 1}))
 def dict_key_presence_enables_print(x, options):
     y = x * options["scale"]
     if "debug" in options:
@@ -89,7 +90,8 @@ def _module_in(mode):
     return module.train(mode == "train")
 
 
-@scenario(lambda: (_module_in("eval"), randn(2, 3)), other=lambda: (_module_in("train"), randn(2, 3)))
+@scenario(lambda: (_module_in("eval"), randn(2, 3)),
+          other=lambda: (_module_in("train"), randn(2, 3)))
 def training_flag_enables_item(module, x):
     return module(x * 2) + 1
 
