@@ -323,8 +323,11 @@ def assert_same(actual, expected, where="result", *, rtol=1e-5, atol=1e-6):
             _fail(where, f"{actual!r} != {expected!r}")
         cells = lambda f: [c.cell_contents for c in (f.__closure__ or ())]  # noqa: E731
         recurse(cells(actual), cells(expected), where + ".__closure__")
-    elif isinstance(expected, (type, types.BuiltinFunctionType, types.MethodType,
-                               types.ModuleType)):
+    elif isinstance(expected, types.MethodType):
+        if actual.__func__ is not expected.__func__:
+            _fail(where, f"{actual!r} != {expected!r}")
+        recurse(actual.__self__, expected.__self__, where + ".__self__")
+    elif isinstance(expected, (type, types.BuiltinFunctionType, types.ModuleType)):
         if actual != expected:
             _fail(where, f"{actual!r} != {expected!r}")
     elif hasattr(expected, "__dict__"):

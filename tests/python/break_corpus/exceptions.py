@@ -234,3 +234,10 @@ def match_statement_on_item_value(x, k):
             print("matched 1 or 2")
             y = y - 1
     return y.tanh()
+
+
+@scenario(lambda: (randn(2, 3), randn(2, 3)))
+def escaping_tensor_shape_error_after_print(a, b):
+    c = a + b
+    print("about to multiply", tuple(c.shape), tuple(b.shape))
+    return c @ b

@@ -166,3 +166,10 @@ def compiled_module_with_break_in_forward():
 
 scenario(lambda: (randn(3, 4),), other=lambda: (randn(5, 4),), factory=True)(
     compiled_module_with_break_in_forward)
+
+
+def compiled_bound_method_with_break():
+    return Stats(2.0).apply
+
+
+scenario(lambda: (randn(4),), factory=True)(compiled_bound_method_with_break)
