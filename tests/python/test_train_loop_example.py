@@ -1,0 +1,83 @@
+"""examples/train_loop.py: a training loop with graph breaks (.item() and print every
+few steps, an early stop on a tensor comparison). `dynvm run` must print exactly what
+python3 prints, and train() compiled with dynvm.compile must train exactly like eager:
+same printed losses, parameters, gradients and optimizer state."""
+
+import copy
+import importlib.util
+import pathlib
+
+import pytest
+import torch
+
+import dynvm
+import test_cli_run as cli
+from break_corpus._harness import assert_same, capture_output
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "train_loop.py"
+
+
+def _load_example():
+    spec = importlib.util.spec_from_file_location("train_loop_example", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("options, script_args", [
+    ([], []),
+    (["--backend", "eager"], []),
+    (["--backend", "eager"], ["--optimizer", "adam", "--steps", "25"]),
+], ids=["default-backend", "eager-backend", "eager-backend-adam"])
+def test_dynvm_run_prints_what_python_prints(options, script_args):
+    mine = cli.dynvm("run", *options, str(EXAMPLE), *script_args)
+    theirs = cli.python(str(EXAMPLE), *script_args)
+    assert theirs.returncode == 0, theirs.stderr
+    script_stderr, report = cli.split_report(mine.stderr)
+    assert mine.stdout == theirs.stdout
+    assert script_stderr == theirs.stderr
+    assert mine.returncode == theirs.returncode
+    assert "run report for train_loop.py" in report
+    # The script really trains and logs: the comparison above is not of empty output.
+    lines = theirs.stdout.splitlines()
+    assert lines[0].startswith("training a 1249-parameter MLP")
+    assert sum(line.startswith("step ") for line in lines) >= 4
+    assert lines[-1].endswith("improved: True")
+
+
+def _setup(example, optimizer_name):
+    model = example.make_model()
+    if optimizer_name == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    return model, optimizer
+
+
+@pytest.mark.skipif(not getattr(dynvm, "vm_available", lambda: False)(),
+                    reason="the VM is not built yet")
+@pytest.mark.parametrize("optimizer_name", ["sgd", "adam"])
+def test_compiled_train_matches_eager(optimizer_name):
+    dynvm.reset()
+    example = _load_example()
+    x, y = example.make_data()
+    eager_model, eager_opt = _setup(example, optimizer_name)
+    model, opt = copy.deepcopy((eager_model, eager_opt))
+    compiled_train = dynvm.compile(example.train, backend="eager")
+    # Three calls on the same model: the first traces, the second should hit the
+    # cache, the third changes a Python argument (a guard fails) and stops early.
+    calls = [dict(steps=12, log_every=4), dict(steps=12, log_every=4),
+             dict(steps=40, log_every=3, target_loss=0.2)]
+    for index, kwargs in enumerate(calls):
+        with capture_output() as expected:
+            expected_losses = example.train(eager_model, eager_opt, x, y, **kwargs)
+        with capture_output() as actual:
+            losses = compiled_train(model, opt, x, y, **kwargs)
+        where = f"call {index}"
+        assert actual["stdout"] == expected["stdout"], where
+        assert expected["stdout"].count("step ") >= 2, where
+        assert actual["logs"] == expected["logs"], where
+        assert_same(losses, expected_losses, f"{where}: losses", atol=1e-5)
+        assert_same(model, eager_model, f"{where}: model", atol=1e-5)
+        assert_same(opt, eager_opt, f"{where}: optimizer", atol=1e-5)
+    assert "reached the target loss" in expected["stdout"]
