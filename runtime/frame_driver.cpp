@@ -167,7 +167,17 @@ void write_state(frame::Frame* f, Variant::Outcome& outcome) {
 }
 
 void set_grad_mode(bool enabled) {
+  static PyObject* getter = nullptr;
   static PyObject* setter = nullptr;
+  if (getter == nullptr) {
+    PyRef t = PyRef::steal(PyImport_ImportModule("torch"));
+    if (!t) return PyErr_Clear();
+    getter = PyObject_GetAttrString(t.get(), "is_grad_enabled");
+    if (getter == nullptr) return PyErr_Clear();
+  }
+  PyRef now = PyRef::steal(PyObject_CallNoArgs(getter));
+  if (!now) return PyErr_Clear();
+  if ((now.get() == Py_True) == enabled) return;
   if (setter == nullptr) {
     PyRef c = PyRef::steal(PyImport_ImportModule("torch._C"));
     if (!c) return PyErr_Clear();
@@ -204,6 +214,9 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     }
     if (static_cast<int>(variants.size()) >= options.cache_size_limit) {
       segment.gave_up = true;
+      bool any_graph = false;
+      for (const auto& v : variants) any_graph = any_graph || v->op_count() > 0;
+      if (!any_graph) return nullptr;  // nothing was compiled here anyway: no warning
       PyRef message = PyRef::steal(PyUnicode_FromFormat(
           "dynvm: %s was recompiled %d times (cache_size_limit); it runs eagerly from now "
           "on. The guard that kept failing: %s",
@@ -332,10 +345,10 @@ PyObject* drive_frame(PyThreadState* ts, frame::Frame* f, const CompileOptions& 
       return resume_in_cpython(ts, f, info, start);
     }
     const vm::Trace& trace = variant->trace();
+    set_grad_mode(trace.grad_enabled_at_exit);
     if (!trace.resume) return return_through_cpython(ts, f, *cache, outcome.value.release());
     write_state(f, outcome);
     const vm::ResumePoint& resume = *trace.resume;
-    set_grad_mode(resume.grad_enabled);
     StepResult step = execute_instruction(ts, f, info, resume.instruction);
     switch (step.kind) {
       case StepResult::Kind::Continue:

@@ -227,7 +227,13 @@ ValuePtr super_attribute(TraceContext& ctx, const ValuePtr& sup, const std::stri
   if (found == nullptr) unsupported("super() has no attribute " + name);
   SourcePtr src = Source::attr(
       Source::item(Source::attr(Source::attr(self->source, "__class__"), "__mro__"), where), name);
-  if (PyFunction_Check(found)) return bound_method(self, ctx.wrap(found, src));
+  if (PyFunction_Check(found) || Py_TYPE(found) == &PyMethodDescr_Type ||
+      Py_TYPE(found) == &PyWrapperDescr_Type) {
+    return bound_method(self, ctx.wrap(found, src));
+  }
+  if (Py_TYPE(found)->tp_descr_get != nullptr) {
+    unsupported("super()." + name + ", a " + Py_TYPE(found)->tp_name);  // property, classmethod
+  }
   return ctx.wrap(found, src);
 }
 

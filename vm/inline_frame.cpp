@@ -190,6 +190,14 @@ ValuePtr& InlineFrame::local(int index) {
   return slot;
 }
 
+void InlineFrame::require_mutable(const ValuePtr& container) {
+  // A display being built: the trace made it, or it is on the stack of a frame resumed
+  // mid-way (a comprehension's list), whose new contents are then written back.
+  if (!context_.track_mutation(container)) {
+    unsupported("adding to a " + container->describe() + " the trace cannot write back");
+  }
+}
+
 ValuePtr InlineFrame::run() {
   const auto& instructions = code_->instructions;
   int executed = 0;
@@ -690,12 +698,14 @@ void InlineFrame::step(const Instruction& ins) {
     case Op::ListAppend: {
       ValuePtr v = pop();
       ValuePtr list = peek(n.arg);
+      require_mutable(list);
       list->items.push_back(v);
       return;
     }
     case Op::ListExtend: {
       ValuePtr iterable = pop();
       ValuePtr list = peek(n.arg);
+      require_mutable(list);
       for (auto& item : unpack_items(context_, iterable)) list->items.push_back(item);
       return;
     }
@@ -714,6 +724,7 @@ void InlineFrame::step(const Instruction& ins) {
       ValuePtr value = pop();
       ValuePtr key = pop();
       ValuePtr dict = peek(n.arg);
+      require_mutable(dict);
       if (!key->is_constant()) unsupported("a dict with a non-constant key");
       dict->keys.push_back(key);
       dict->items.push_back(value);
@@ -723,6 +734,7 @@ void InlineFrame::step(const Instruction& ins) {
     case Op::DictMerge: {
       ValuePtr other = pop();
       ValuePtr dict = peek(n.arg);
+      require_mutable(dict);
       if (!other->is(TracedValue::Kind::Dict)) unsupported("** of a " + other->describe());
       for (size_t i = 0; i < other->keys.size(); ++i) {
         bool replaced = false;

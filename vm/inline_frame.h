@@ -61,7 +61,9 @@ class InlineFrame {
 
  private:
   void step(const frontend::Instruction& ins);
-  ValuePtr& local(int index);  // locals[index], wrapped from the live frame on first use
+  ValuePtr& local(int index);
+  void require_mutable(
+      const ValuePtr& container);  // locals[index], wrapped from the live frame on first use
   ValuePtr pop();
   ValuePtr& top();
   ValuePtr& peek(int n);  // 1 = top

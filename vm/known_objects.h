@@ -22,11 +22,12 @@ struct KnownObjects {
   PyRef no_grad, enable_grad, set_grad_enabled, inference_mode;
   PyRef is_grad_enabled;
   PyRef jit_is_scripting, jit_is_tracing;
-  PyRef module_call;      // torch.nn.Module.__call__ (and _call_impl)
-  PyRef module_getattr;   // torch.nn.Module.__getattr__
-  PyRef operator_module;  // the operator module
-  PyRef builtins;         // the builtins module's dict
-  PyRef tracing;          // dynvm._tracing
+  PyRef module_call;          // torch.nn.Module.__call__ (and _call_impl)
+  PyRef module_getattr;       // torch.nn.Module.__getattr__
+  PyRef operator_module;      // the operator module
+  PyRef builtins;             // the builtins module's dict
+  PyRef tracing;              // dynvm._tracing
+  PyRef grad_mode_exit_type;  // dynvm._tracing.GradModeExit (rebuilt `with` exits)
 
   // Loads them on first use; false (with the Python error set) when torch is missing.
   static const KnownObjects* get();

@@ -120,8 +120,14 @@ graph::Value* TorchBridge::value_for_fake(PyObject* fake) {
 
 PyRef TorchBridge::to_python(const ValuePtr& value) {
   switch (value->kind) {
-    case TracedValue::Kind::Tensor:
     case TracedValue::Kind::Constant:
+      if (!PyBytes_Check(value->py()) && PyObject_CheckBuffer(value->py())) {
+        // An array computed while tracing: its data would be baked into the graph.
+        unsupported(std::string("passing a ") + Py_TYPE(value->py())->tp_name +
+                    " to a torch function");
+      }
+      return value->obj;
+    case TracedValue::Kind::Tensor:
     case TracedValue::Kind::Range:
       return value->obj;
     case TracedValue::Kind::Object: {
@@ -374,6 +380,16 @@ std::pair<PyRef, PyRef> TorchBridge::python_arguments(const std::vector<ValuePtr
 
 ValuePtr TorchBridge::call(PyObject* callable, const std::vector<ValuePtr>& args,
                            const KwArgs& kwargs) {
+  {
+    // Autograd itself is not traced: it runs eagerly on the real tensors at a break.
+    PyRef name = PyRef::steal(PyObject_GetAttrString(callable, "__name__"));
+    PyErr_Clear();
+    std::string n = name && PyUnicode_Check(name.get()) ? str_of(name.get()) : "";
+    if (n == "backward" || n == "register_hook" || n == "retain_grad" || n == "grad" ||
+        n == "_record_function_enter" || n == "_record_function_enter_new") {
+      unsupported("calling " + n + "() (autograd and the profiler run eagerly)");
+    }
+  }
   auto [py_args, py_kwargs] = python_arguments(args, kwargs);
   PyRef result = PyRef::steal(PyObject_CallMethod(session_.get(), "call", "OOOO", callable,
                                                   py_args.get(), py_kwargs.get(),
@@ -464,6 +480,28 @@ class TorchBridge::RecipeBuilder {
       return r;
     }
     return build_new(v);
+  }
+
+  // The new contents of a list or dict that existed before the call (a side effect's
+  // value): its items, not the container itself.
+  OutputRecipe build_contents(const ValuePtr& v) {
+    OutputRecipe r;
+    if (v->is(TracedValue::Kind::List)) {
+      r.kind = OutputRecipe::Kind::List;
+      for (const auto& item : v->items) r.items.push_back(build(item));
+      return r;
+    }
+    if (v->is(TracedValue::Kind::Dict)) {
+      r.kind = OutputRecipe::Kind::Dict;
+      PyRef keys = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(v->keys.size())));
+      for (size_t i = 0; i < v->keys.size(); ++i) {
+        PyTuple_SET_ITEM(keys.get(), static_cast<Py_ssize_t>(i), PyRef(v->keys[i]->obj).release());
+        r.items.push_back(build(v->items[i]));
+      }
+      r.constant = keys;
+      return r;
+    }
+    return build(v);
   }
 
  private:
@@ -622,8 +660,10 @@ void TorchBridge::resume_recipes(const std::vector<ValuePtr>& locals,
   // Side effects first: they run before the frame is rebuilt, and may create the objects
   // (kept for identity) that the frame's values then refer to.
   for (const auto& effect : pending) {
+    bool replace = effect.kind != SideEffect::Kind::SetAttr;
     side_effects->push_back(
-        SideEffect{effect.kind, effect.target, effect.name, builder.build(effect.value)});
+        SideEffect{effect.kind, effect.target, effect.name,
+                   replace ? builder.build_contents(effect.value) : builder.build(effect.value)});
   }
   for (size_t i = 0; i < locals.size(); ++i) {
     const ValuePtr& v = locals[i];

@@ -112,6 +112,17 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
   } else if (reinterpret_cast<PyObject*>(Py_TYPE(object)) == k->device_type.get()) {
     guard(GuardKind::ConstantMatch, source, object);
     result = TracedValue::constant(PyRef::borrow(object), source);
+  } else if (k->grad_mode_exit_type &&
+             reinterpret_cast<PyObject*>(Py_TYPE(object)) == k->grad_mode_exit_type.get()) {
+    // The exit of a grad-mode `with` block rebuilt after a break: calling it restores.
+    guard(GuardKind::TypeMatch, source, object);
+    PyRef restore = PyRef::steal(PyObject_GetAttrString(object, "restore"));
+    if (!restore) unsupported_from_python_error("reading a grad-mode exit");
+    guard(GuardKind::IdMatch, Source::attr(source, "restore"), restore.get());
+    result = std::make_shared<TracedValue>();
+    result->kind = TracedValue::Kind::GradModeExit;
+    result->flag = restore.get() == Py_True;
+    result->source = source;
   } else if (is_tensor(object)) {
     if (!source) unsupported("a tensor with no source");
     guard(GuardKind::TensorMatch, source, object);
@@ -178,6 +189,15 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
     result = TracedValue::object(PyRef::borrow(object), source);
   }
   if (!key.empty()) wrapped_[key] = result;
+  if (result->is(TracedValue::Kind::List) || result->is(TracedValue::Kind::Dict)) {
+    // A container the trace may mutate must be one traced value; the same one under two
+    // names (a = b = [...]) is not followed.
+    auto [it, added] = containers_.emplace(object, key);
+    if (!added && it->second != key) {
+      unsupported("one " + std::string(Py_TYPE(object)->tp_name) + " reachable as " + it->second +
+                  " and as " + key);
+    }
+  }
   return result;
 }
 

@@ -95,6 +95,7 @@ class TraceContext {
 
  private:
   std::map<std::string, ValuePtr> wrapped_;
+  std::map<PyObject*, std::string> containers_;  // lists and dicts wrapped, by identity
 };
 
 // Python truthiness of a traced value when it is known without running code

@@ -110,6 +110,7 @@ Attempt attempt(const FrameStart& start, const TraceOptions& options, InlineFram
     } else {
       trace.output = ctx.bridge->output_recipe(result, ctx.side_effects, &trace.side_effects);
     }
+    trace.grad_enabled_at_exit = ctx.grad_enabled;
     trace.graph = std::move(ctx.bridge->graph());
     trace.inputs = std::move(ctx.bridge->inputs());
     trace.guards = std::move(ctx.guards);

@@ -115,12 +115,20 @@ def _mutates(schema):
     return any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
 
 
-def grad_mode_exit(restore):
-    """The __exit__ of a grad-mode `with` block rebuilt after a graph break: it sets the
-    grad mode back to `restore` and lets exceptions propagate, as torch.no_grad does."""
+class GradModeExit:
+    """The __exit__ of a grad-mode `with` block rebuilt after a graph break: called as
+    __exit__ is, it sets the grad mode back to `restore` and lets exceptions propagate,
+    as torch.no_grad does. The VM knows this type and traces a call of it."""
 
-    def __exit__(exc_type=None, exc_value=None, traceback=None):
-        torch._C._set_grad_enabled(restore)
+    __slots__ = ("restore",)
+
+    def __init__(self, restore):
+        self.restore = restore
+
+    def __call__(self, exc_type=None, exc_value=None, traceback=None):
+        torch._C._set_grad_enabled(self.restore)
         return False
 
-    return __exit__
+
+def grad_mode_exit(restore):
+    return GradModeExit(bool(restore))
