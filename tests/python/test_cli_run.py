@@ -354,7 +354,7 @@ def test_run_option_defaults():
 # --- the report ------------------------------------------------------------------------
 
 
-def test_text_report_goes_to_stderr_and_says_why_nothing_compiled():
+def test_text_report_goes_to_stderr_and_says_how_graphs_run():
     result = dynvm("run", str(SCRIPTS / "import_sibling.py"))
     assert result.returncode == 0
     assert "dynvm" not in result.stdout
@@ -362,10 +362,13 @@ def test_text_report_goes_to_stderr_and_says_why_nothing_compiled():
     assert script_stderr == ""
     assert "run report for import_sibling.py" in report
     assert "0 frames compiled, 0 graphs, 0 graph breaks, 0 recompiles" in report
-    assert "not available in this build" in report
+    # Nothing in the script computes with tensors; the report still says how graphs run.
+    assert "backend 'dynvm' is not built yet" in report
     assert "code generation (codegen/)" in report  # the default backend's missing piece
     eager = dynvm("run", "--backend", "eager", str(SCRIPTS / "import_sibling.py"))
-    assert "frame hook (runtime/)" in split_report(eager.stderr)[1]
+    eager_report = split_report(eager.stderr)[1]
+    assert "0 frames compiled" in eager_report
+    assert "not built yet" not in eager_report  # the eager backend is
 
 
 def test_report_says_when_compilation_was_turned_off():
@@ -402,8 +405,7 @@ def test_json_report_is_written_after_system_exit_and_chdir(tmp_path):
     assert report["cache_hits"] == 0
     assert report["time_tracing_s"] == 0.0
     assert isinstance(report["time_running_s"], float) and report["time_running_s"] >= 0.0
-    assert "not available in this build" in report["status"]
-    assert "frame hook (runtime/)" in report["status"]
+    assert report["status"].startswith("compiled")
     assert report["backend"] == "eager"
     assert report["script"] == str(SCRIPTS / "chdir_and_exit.py")
 

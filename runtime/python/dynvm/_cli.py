@@ -88,6 +88,29 @@ def begin_run(options):
     config.enabled_logs()  # validates DYNVM_LOGS before the script starts
     _current_run = run
     atexit.register(_end_run, run)
+    if run.compile and not config.disabled():
+        _start_compiling(run)
+
+
+def _start_compiling(run):
+    """Turns the frame hook on for every frame of user code."""
+    from dynvm import _native, backends
+
+    backend = run.backend
+    if backends.unavailable_reason(backend, load=False) is not None:
+        backend = "eager"  # graphs still run, op by op through ATen
+    core = _native.core()
+    core.enable_global(backend, False, 8, run.include, run.exclude)
+    global _effective_backend
+    _effective_backend = backend
+
+
+_effective_backend = None
+
+
+def effective_backend():
+    """The backend graphs of this `dynvm run` ran with, or None when nothing compiled."""
+    return _effective_backend
 
 
 def _end_run(run):
@@ -95,6 +118,11 @@ def _end_run(run):
         return  # a forked child exiting normally: the parent reports
     if run.report == "none":
         return
+    from dynvm import _native
+
+    core = _native.loaded()
+    if core is not None:
+        core.disable_global()
     result = report.build(run, stats.current(), time.perf_counter() - run.started)
     err = sys.__stderr__
     if run.report == "json":

@@ -18,12 +18,9 @@ def compile_status(compile_requested, backend):
             f"compilation is not available in this build: {reason}; "
             "the script ran in plain CPython"
         )
-    # Only a core that `dynvm run` already loaded can have installed the frame hook; the
-    # report never loads it (that would import torch at exit).
-    if not getattr(_native.loaded(), "has_frame_hook", False):
+    if reason is not None:
         return (
-            "compilation is not available in this build: dynvm run compiles frames "
-            "through the frame hook (runtime/), which this build does not have yet; "
+            f"compilation is not available in this build: {reason}; "
             "the script ran in plain CPython"
         )
     return "compiled"
@@ -31,12 +28,43 @@ def compile_status(compile_requested, backend):
 
 def build(run, stats, time_running_s):
     """The report as a JSON-ready dict. `run` is the _cli.RunSettings of this run."""
+    status = compile_status(run.compile, run.backend)
+    from dynvm import _cli
+
+    effective = _cli.effective_backend()
+    if run.compile and not config.disabled() and effective is not None:
+        # The frame hook ran: the native core has the figures (the report never loads
+        # the core itself, which would import torch at exit).
+        native = _native.loaded().run_report()
+        status = "compiled"
+        if effective != run.backend:
+            status = (
+                f"compiled; backend {run.backend!r} is not built yet "
+                f"({backends.unavailable_reason(run.backend, load=False)}), "
+                f"so graphs ran with backend {effective!r}"
+            )
+        return {
+            "dynvm_version": _version.__version__,
+            "script": run.script,
+            "backend": effective,
+            "mode": run.mode,
+            "status": status,
+            "frames_compiled": len(native["frames_compiled"]),
+            "frames": native["frames_compiled"],
+            "graphs": native["graphs"],
+            "graph_breaks": native["breaks"],
+            "recompiles": native["recompiles"],
+            "cache_hits": native["cache_hits"],
+            "time_tracing_s": native["trace_seconds"],
+            "time_running_graphs_s": native["run_seconds"],
+            "time_running_s": time_running_s,
+        }
     return {
         "dynvm_version": _version.__version__,
         "script": run.script,
         "backend": run.backend,
         "mode": run.mode,
-        "status": compile_status(run.compile, run.backend),
+        "status": status,
         "frames_compiled": stats.frames_compiled,
         "graphs": list(stats.graphs),
         "graph_breaks": list(stats.graph_breaks),
@@ -59,12 +87,21 @@ def format_text(report):
         f"{len(report['graph_breaks'])} graph breaks, {len(report['recompiles'])} "
         f"recompiles, {report['cache_hits']} cache hits",
     ]
-    if report["status"] != "compiled":
+    if not report["status"].startswith("compiled"):
         lines.append(f"  nothing was compiled: {report['status']}")
+    elif report["status"] != "compiled":
+        lines.append(f"  {report['status']}")
+    for graph in report["graphs"]:
+        if "location" in graph:
+            lines.append(f"  graph of {graph['ops']} ops: {graph['function']} from {graph['location']}")
     for event in report["graph_breaks"]:
-        lines.append(f"  graph break at {_where(event)}: {event.get('reason', '')}")
+        count = f" ({event['count']}x)" if event.get("count", 1) > 1 else ""
+        lines.append(f"  graph break at {_where(event)}{count}: {event.get('reason', '')}")
     for event in report["recompiles"]:
-        lines.append(f"  recompiled at {_where(event)}: {event.get('reason', '')}")
+        if "guard" in event:
+            lines.append(f"  recompiled {event['function']}: {event['guard']}")
+        else:
+            lines.append(f"  recompiled at {_where(event)}: {event.get('reason', '')}")
     lines.append(
         f"  time: {report['time_tracing_s']:.3f} s tracing, "
         f"{report['time_running_s']:.3f} s running"
