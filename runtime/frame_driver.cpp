@@ -40,6 +40,9 @@ struct CodeCache {
   std::shared_ptr<const frontend::CodeInfo> info;
   std::map<std::pair<std::string, int>, Segment> segments;  // (backend, start)
   int return_value_offset = -1;  // a RETURN_VALUE, used to return through CPython
+  // The segment at the frame's start for the backend used last: the hot path.
+  Segment* entry_segment = nullptr;
+  std::string entry_backend;
 };
 
 Py_ssize_t code_extra_index() {
@@ -81,6 +84,7 @@ CodeCache* cache_for(PyObject* code, bool create) {
     }
   }
   if (cache != nullptr && cache->epoch != current_epoch()) {  // dynvm.reset() since
+    cache->entry_segment = nullptr;
     cache->segments.clear();
     cache->skip = false;
     cache->epoch = current_epoch();
@@ -167,25 +171,7 @@ void write_state(frame::Frame* f, Variant::Outcome& outcome) {
 }
 
 void set_grad_mode(bool enabled) {
-  static PyObject* getter = nullptr;
-  static PyObject* setter = nullptr;
-  if (getter == nullptr) {
-    PyRef t = PyRef::steal(PyImport_ImportModule("torch"));
-    if (!t) return PyErr_Clear();
-    getter = PyObject_GetAttrString(t.get(), "is_grad_enabled");
-    if (getter == nullptr) return PyErr_Clear();
-  }
-  PyRef now = PyRef::steal(PyObject_CallNoArgs(getter));
-  if (!now) return PyErr_Clear();
-  if ((now.get() == Py_True) == enabled) return;
-  if (setter == nullptr) {
-    PyRef c = PyRef::steal(PyImport_ImportModule("torch._C"));
-    if (!c) return PyErr_Clear();
-    setter = PyObject_GetAttrString(c.get(), "_set_grad_enabled");
-    if (setter == nullptr) return PyErr_Clear();
-  }
-  PyRef r = PyRef::steal(PyObject_CallOneArg(setter, enabled ? Py_True : Py_False));
-  if (!r) PyErr_Clear();
+  if (grad_mode_enabled() != enabled) set_grad_mode_enabled(enabled);
 }
 
 // Finds the variant whose guards hold, tracing a new one on a miss. nullptr: run eagerly
@@ -292,6 +278,51 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
 
 }  // namespace
 
+bool time_cached_variant(PyObject* function, PyObject* args, const std::string& backend,
+                         int iterations, VariantTiming* out) {
+  auto fail = [](const char* why) {
+    PyErr_SetString(PyExc_ValueError, why);
+    return false;
+  };
+  if (!PyFunction_Check(function) || !PyTuple_Check(args) || iterations <= 0) {
+    return fail("time_cached_variant(function, args: tuple, backend, iterations > 0)");
+  }
+  auto* fn = reinterpret_cast<PyFunctionObject*>(function);
+  CodeCache* cache = cache_for(fn->func_code, false);
+  if (cache == nullptr) return fail("the function has not been compiled and called yet");
+  auto found = cache->segments.find({backend, 0});
+  if (found == cache->segments.end()) return fail("no variant for this backend");
+  auto* code = reinterpret_cast<PyCodeObject*>(fn->func_code);
+  std::vector<PyObject*> locals(static_cast<size_t>(code->co_nlocalsplus), nullptr);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args) && i < code->co_nlocalsplus; ++i) {
+    locals[static_cast<size_t>(i)] = PyTuple_GET_ITEM(args, i);
+  }
+  vm::FrameInputs inputs;
+  inputs.locals = locals.data();
+  inputs.local_count = static_cast<int>(locals.size());
+  inputs.closure = fn->func_closure;
+  inputs.globals = fn->func_globals;
+  inputs.builtins = PyEval_GetBuiltins();
+  Variant* variant = nullptr;
+  for (const auto& v : found->second.variants) {
+    if (v->guards_hold(inputs) && !v->breaks()) variant = v.get();
+  }
+  if (variant == nullptr) return fail("no cached variant without a break accepts these arguments");
+  auto t0 = Clock::now();
+  int held = 0;
+  for (int i = 0; i < iterations; ++i) held += variant->guards_hold(inputs) ? 1 : 0;
+  out->guards_ns = static_cast<double>(nanoseconds_since(t0)) / iterations;
+  if (held != iterations) return fail("the guards stopped holding");
+  t0 = Clock::now();
+  for (int i = 0; i < iterations; ++i) {
+    PyObject* r = variant->run(inputs);
+    if (r == nullptr) return false;
+    Py_DECREF(r);
+  }
+  out->run_ns = static_cast<double>(nanoseconds_since(t0)) / iterations;
+  return true;
+}
+
 bool code_is_skipped(PyObject* code) {
   CodeCache* cache = cache_for(code, false);
   return cache != nullptr && cache->skip;
@@ -316,7 +347,17 @@ PyObject* drive_frame(PyThreadState* ts, frame::Frame* f, const CompileOptions& 
   const frontend::CodeInfo& info = *cache->info;
   int start = 0;
   while (true) {
-    Segment& segment = cache->segments[{options.backend, start}];
+    Segment* segment_ptr;
+    if (start == 0 && cache->entry_segment != nullptr && cache->entry_backend == options.backend) {
+      segment_ptr = cache->entry_segment;
+    } else {
+      segment_ptr = &cache->segments[{options.backend, start}];
+      if (start == 0) {
+        cache->entry_segment = segment_ptr;
+        cache->entry_backend = options.backend;
+      }
+    }
+    Segment& segment = *segment_ptr;
     bool failed = false;
     Variant* variant = find_or_trace(*cache, segment, f, start, options, &failed);
     if (failed) {

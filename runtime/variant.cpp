@@ -2,6 +2,7 @@
 // one runtime file that includes ATen and torch's Python bindings.
 #include "dynvm/runtime/variant.h"
 
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <utility>
@@ -10,6 +11,9 @@
 #include "dynvm/vm/source_resolver.h"
 
 namespace dynvm::runtime {
+
+bool grad_mode_enabled() { return c10::GradMode::is_enabled(); }
+void set_grad_mode_enabled(bool enabled) { c10::GradMode::set_enabled(enabled); }
 
 Variant::Variant(vm::Trace trace) : trace_(std::move(trace)) {}
 Variant::~Variant() = default;

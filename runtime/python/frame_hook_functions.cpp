@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "dynvm/runtime/frame_driver.h"
 #include "dynvm/runtime/frame_hook.h"
 #include "dynvm/runtime/run_report.h"
 
@@ -103,9 +104,26 @@ PyObject* report(PyObject*, PyObject*) {
                        "run_seconds", r.run_ns * 1e-9);
 }
 
+// time_cached_variant(function, args, backend, iterations) -> (guards_ns, run_ns)
+PyObject* time_variant(PyObject*, PyObject* call_args) {
+  PyObject* function = nullptr;
+  PyObject* args = nullptr;
+  const char* backend = nullptr;
+  int iterations = 0;
+  if (!PyArg_ParseTuple(call_args, "OO!si", &function, &PyTuple_Type, &args, &backend,
+                        &iterations)) {
+    return nullptr;
+  }
+  VariantTiming timing;
+  if (!time_cached_variant(function, args, backend, iterations, &timing)) return nullptr;
+  return Py_BuildValue("(dd)", timing.guards_ns, timing.run_ns);
+}
+
 }  // namespace
 
 const PyMethodDef kFrameHookMethods[] = {
+    {"time_cached_variant", time_variant, METH_VARARGS,
+     "Benchmarks: nanoseconds for the guards and for the graph of a cached variant."},
     {"set_skip_prefixes", set_skip_prefixes, METH_O,
      "Directories whose code compiled functions' callees do not compile."},
     {"enable_global", enable_global, METH_VARARGS, "Compile every frame of user code (dynvm run)."},

@@ -22,6 +22,10 @@ class AtenExecutor;
 
 namespace dynvm::runtime {
 
+// The calling thread's autograd grad mode (ATen's, without going through Python).
+bool grad_mode_enabled();
+void set_grad_mode_enabled(bool enabled);
+
 class Variant {
  public:
   // Prepares the trace for execution (an Error when the backend cannot run its graph).
