@@ -9,6 +9,7 @@
 
 #include "dynvm/graph/graph_printer.h"
 #include "dynvm/runtime/argument_binding.h"
+#include "dynvm/runtime/frame_driver.h"
 #include "dynvm/runtime/frame_hook.h"
 #include "dynvm/runtime/run_report.h"
 
@@ -84,17 +85,12 @@ bool CompiledFunction::explain(PyObject* args, PyObject* kwargs, Explanation* ou
     PyErr_SetString(PyExc_TypeError, "dynvm.explain: the arguments do not match the function");
     return false;
   }
-  std::vector<PyObject*> locals;
-  for (const PyRef& r : bound) locals.push_back(r.get());
-  vm::Trace trace = vm::trace_function(function_.get(), locals);
-  if (trace.graph_break) {
-    out->breaks.push_back(*trace.graph_break);
-  } else {
-    out->graphs.push_back(graph::to_text(trace.graph));
-    out->ops_per_graph.push_back(trace.graph.num_nodes());
-  }
-  out->guards = trace.guards.lines();
-  return true;
+  // The call runs, so that what follows each break is traced from the real values there.
+  ExplainRecorder recorder(out);
+  PyObject* code = reinterpret_cast<PyFunctionObject*>(function_.get())->func_code;
+  CompileScope scope(options_, code);
+  PyRef result = PyRef::steal(PyObject_Call(function_.get(), args, kwargs));
+  return static_cast<bool>(result);
 }
 
 }  // namespace dynvm::runtime

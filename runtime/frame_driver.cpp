@@ -23,6 +23,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+thread_local Explanation* t_explanation = nullptr;  // dynvm.explain in progress
+
 int64_t nanoseconds_since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
 }
@@ -180,6 +182,10 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
                        const CompileOptions& options, bool* failed) {
   vm::FrameInputs inputs = frame_inputs(f);
   auto& variants = segment.variants;
+  if (t_explanation != nullptr) {
+    variants.clear();  // explain traces every part again
+    segment.gave_up = false;
+  }
   for (size_t i = 0; i < variants.size(); ++i) {
     if (!variants[i]->guards_hold(inputs)) continue;
     if (i != 0) std::swap(variants[0], variants[i]);  // most recently hit first
@@ -242,6 +248,14 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     }
   }
   size_t ops = trace.graph.num_nodes();
+  if (t_explanation != nullptr) {
+    if (trace.graph_break) t_explanation->breaks.push_back(*trace.graph_break);
+    if (ops > 0) {
+      t_explanation->graphs.push_back(graph::to_text(trace.graph));
+      t_explanation->ops_per_graph.push_back(ops);
+    }
+    for (const std::string& line : trace.guards.lines()) t_explanation->guards.push_back(line);
+  }
   bool returns_plainly = !trace.graph_break && trace.side_effects.empty();
   if (ops > 0) {
     ++counters().frames_traced;
@@ -256,7 +270,8 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
                    trace.guards.to_string().c_str());
     }
   }
-  if (start == 0 && variants.empty() && ops == 0 && returns_plainly && !options.fullgraph) {
+  if (start == 0 && variants.empty() && ops == 0 && returns_plainly && !options.fullgraph &&
+      t_explanation == nullptr) {
     cache.skip = true;  // plain Python: nothing to compile, and CPython is faster at it
     return nullptr;
   }
@@ -323,6 +338,9 @@ bool time_cached_variant(PyObject* function, PyObject* args, const std::string& 
   return true;
 }
 
+ExplainRecorder::ExplainRecorder(Explanation* out) : saved_(t_explanation) { t_explanation = out; }
+ExplainRecorder::~ExplainRecorder() { t_explanation = saved_; }
+
 bool code_is_skipped(PyObject* code) {
   CodeCache* cache = cache_for(code, false);
   return cache != nullptr && cache->skip;
@@ -331,7 +349,9 @@ bool code_is_skipped(PyObject* code) {
 PyObject* drive_frame(PyThreadState* ts, frame::Frame* f, const CompileOptions& options) {
   PyObject* code = frame::code(f);
   CodeCache* cache = cache_for(code, true);
-  if (cache == nullptr || cache->skip) return frame::eval_default(ts, f, 0);
+  if (cache == nullptr || (cache->skip && t_explanation == nullptr)) {
+    return frame::eval_default(ts, f, 0);
+  }
   if (!cache->info) {
     cache->info = vm::decoded_code(code);
     if (!cache->info) {

@@ -175,8 +175,6 @@ def test_explain_counts_ops():
     assert op_count(small.ops_per_graph[0]) < op_count(large.ops_per_graph[0]), (small, large)
 
 
-@pytest.mark.xfail(strict=True, reason="a graph break ends the trace: the code around it runs "
-                   "eagerly until graph breaks resume tracing (the runtime issue)")
 @pytest.mark.parametrize("fn, word, marker, exact", BREAKS, ids=_BREAK_IDS)
 def test_explain_counts_the_graphs_around_a_break(fn, word, marker, exact):
     report = dynvm.explain(fn)(torch.randn(4).abs() + 0.5)

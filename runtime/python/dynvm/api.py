@@ -70,8 +70,10 @@ def _compile_with(fn_or_module, *, options):
 def explain(fn):
     """Returns a function that, called like `fn`, reports what dynvm makes of that call.
 
-    The report is an ExplainOutput: graph_count, graph_break_count, break_reasons (each
-    with reason, filename, lineno), ops_per_graph and guards.
+    The call runs (so that the parts after each graph break are traced from the values
+    they really see), with every part traced afresh. The report is an ExplainOutput:
+    graph_count, graph_break_count, break_reasons (each with reason, filename, lineno),
+    ops_per_graph and guards.
     """
     _check_callable(fn, "dynvm.explain")
 

@@ -19,6 +19,20 @@ namespace dynvm::runtime {
 // frame is finished either way.
 PyObject* drive_frame(PyThreadState* ts, frame::Frame* f, const CompileOptions& options);
 
+// While alive, every trace made on this thread is described in `out` (graphs and their
+// op counts, breaks, guards), cached variants are not used, and code dynvm had left to
+// CPython is traced again: dynvm.explain.
+class ExplainRecorder {
+ public:
+  explicit ExplainRecorder(Explanation* out);
+  ~ExplainRecorder();
+  ExplainRecorder(const ExplainRecorder&) = delete;
+  ExplainRecorder& operator=(const ExplainRecorder&) = delete;
+
+ private:
+  Explanation* saved_;
+};
+
 // Whether dynvm has decided to leave this code object to CPython (nothing to compile).
 bool code_is_skipped(PyObject* code);
 
