@@ -138,6 +138,86 @@ StepResult store_deref(frame::Frame* f, const frontend::Instruction& ins, int in
   return continue_at(index + 1);
 }
 
+static_assert(static_cast<int>(frontend::CompareOp::LT) == Py_LT &&
+                  static_cast<int>(frontend::CompareOp::GE) == Py_GE,
+              "COMPARE_OP numbers comparisons as PyObject_RichCompare does");
+
+PyObject* binary(int op, PyObject* a, PyObject* b) {
+  switch (op) {
+    case 0:
+      return PyNumber_Add(a, b);
+    case 1:
+      return PyNumber_And(a, b);
+    case 2:
+      return PyNumber_FloorDivide(a, b);
+    case 3:
+      return PyNumber_Lshift(a, b);
+    case 4:
+      return PyNumber_MatrixMultiply(a, b);
+    case 5:
+      return PyNumber_Multiply(a, b);
+    case 6:
+      return PyNumber_Remainder(a, b);
+    case 7:
+      return PyNumber_Or(a, b);
+    case 8:
+      return PyNumber_Power(a, b, Py_None);
+    case 9:
+      return PyNumber_Rshift(a, b);
+    case 10:
+      return PyNumber_Subtract(a, b);
+    case 11:
+      return PyNumber_TrueDivide(a, b);
+    case 12:
+      return PyNumber_Xor(a, b);
+    case 13:
+      return PyNumber_InPlaceAdd(a, b);
+    case 14:
+      return PyNumber_InPlaceAnd(a, b);
+    case 15:
+      return PyNumber_InPlaceFloorDivide(a, b);
+    case 16:
+      return PyNumber_InPlaceLshift(a, b);
+    case 17:
+      return PyNumber_InPlaceMatrixMultiply(a, b);
+    case 18:
+      return PyNumber_InPlaceMultiply(a, b);
+    case 19:
+      return PyNumber_InPlaceRemainder(a, b);
+    case 20:
+      return PyNumber_InPlaceOr(a, b);
+    case 21:
+      return PyNumber_InPlacePower(a, b, Py_None);
+    case 22:
+      return PyNumber_InPlaceRshift(a, b);
+    case 23:
+      return PyNumber_InPlaceSubtract(a, b);
+    case 24:
+      return PyNumber_InPlaceTrueDivide(a, b);
+    case 25:
+      return PyNumber_InPlaceXor(a, b);
+    default:
+      PyErr_SetString(PyExc_SystemError, "dynvm: unknown binary operator");
+      return nullptr;
+  }
+}
+
+// An instruction taking the top `operands` values and pushing `compute`'s result.
+template <typename Compute>
+StepResult replace_top(PyThreadState* ts, frame::Frame* f, const frontend::Instruction& ins,
+                       int index, int operands, Compute compute) {
+  if (frame::stack_depth(f) < operands) return StepResult{};
+  PyObject* result;
+  {
+    frame::LinkedFrame linked(ts, f, static_cast<int>(ins.offset));
+    result = compute();
+  }
+  if (result == nullptr) return raised(f, ins);
+  for (int i = 0; i < operands; ++i) Py_DECREF(frame::pop(f));
+  frame::push(f, result);
+  return continue_at(index + 1);
+}
+
 }  // namespace
 
 StepResult execute_instruction(PyThreadState* ts, frame::Frame* frame,
@@ -158,6 +238,28 @@ StepResult execute_instruction(PyThreadState* ts, frame::Frame* frame,
       return format_value(ts, frame, ins, index);
     case Op::StoreDeref:
       return store_deref(frame, ins, index);
+    case Op::BinaryOp:
+      return replace_top(ts, frame, ins, index, 2,
+                         [&] { return binary(ins.norm.arg, peek(frame, 2), peek(frame, 1)); });
+    case Op::CompareOp:
+      return replace_top(ts, frame, ins, index, 2, [&] {
+        // CompareOp numbers the comparisons as Py_LT..Py_GE do.
+        return PyObject_RichCompare(peek(frame, 2), peek(frame, 1), ins.norm.arg);
+      });
+    case Op::BinarySubscr:
+      return replace_top(ts, frame, ins, index, 2,
+                         [&] { return PyObject_GetItem(peek(frame, 2), peek(frame, 1)); });
+    case Op::UnaryNegative:
+      return replace_top(ts, frame, ins, index, 1,
+                         [&] { return PyNumber_Negative(peek(frame, 1)); });
+    case Op::UnaryInvert:
+      return replace_top(ts, frame, ins, index, 1, [&] { return PyNumber_Invert(peek(frame, 1)); });
+    case Op::UnaryNot:
+      return replace_top(ts, frame, ins, index, 1, [&]() -> PyObject* {
+        int truth = PyObject_IsTrue(peek(frame, 1));
+        if (truth < 0) return nullptr;
+        return Py_NewRef(truth ? Py_False : Py_True);
+      });
     default:
       return StepResult{};
   }

@@ -316,7 +316,8 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     if (v->is_tensor()) {
       return TracedValue::object(v->tensor_type ? v->tensor_type : known().tensor_type);
     }
-    PyRef o = concrete_object(v);
+    // An object's type is pinned by its TYPE_MATCH guard, whatever data it holds.
+    PyRef o = v->is(TracedValue::Kind::Object) ? v->obj : concrete_object(v);
     if (o) return TracedValue::object(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o.get()))));
     if (v->is(TracedValue::Kind::List))
       return TracedValue::object(PyRef::borrow(reinterpret_cast<PyObject*>(&PyList_Type)));

@@ -76,6 +76,13 @@ bool is_tensor(PyObject* object) {
          PyObject_TypeCheck(object, reinterpret_cast<PyTypeObject*>(k->tensor_type.get()));
 }
 
+bool identity_is_enough(PyObject* o) {
+  return PyModule_Check(o) || PyType_Check(o) || PyFunction_Check(o) || PyCFunction_Check(o) ||
+         PyMethod_Check(o) || Py_TYPE(o) == &PyMethodDescr_Type ||
+         Py_TYPE(o) == &PyWrapperDescr_Type || Py_TYPE(o) == &PyClassMethodDescr_Type ||
+         is_module(o);
+}
+
 bool is_module(PyObject* object) {
   const KnownObjects* k = KnownObjects::get();
   return k != nullptr &&

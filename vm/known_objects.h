@@ -37,6 +37,10 @@ struct KnownObjects {
 bool is_tensor(PyObject* object);  // borrowed
 // True for nn.Module instances.
 bool is_module(PyObject* object);  // borrowed
+// An object whose identity says everything the trace may use of it (a module, class,
+// function, method, descriptor or nn.Module), as opposed to one carrying data that its
+// guards do not pin (a numpy array, a user object): borrowed.
+bool identity_is_enough(PyObject* object);
 // The __module__ of a function, class or builtin as UTF-8 ("" when none).
 std::string module_name_of(PyObject* object);  // borrowed
 

@@ -135,12 +135,7 @@ PyRef TorchBridge::to_python(const ValuePtr& value) {
       // array, a user object) may carry data the guards do not pin: a torch function
       // reading it would bake today's data into the graph.
       PyObject* o = value->py();
-      if (PyModule_Check(o) || PyType_Check(o) || PyFunction_Check(o) || PyCFunction_Check(o) ||
-          PyMethod_Check(o) || Py_TYPE(o) == &PyMethodDescr_Type ||
-          Py_TYPE(o) == &PyWrapperDescr_Type || Py_TYPE(o) == &PyClassMethodDescr_Type ||
-          is_module(o)) {
-        return value->obj;
-      }
+      if (identity_is_enough(o)) return value->obj;
       unsupported(std::string("passing a ") + Py_TYPE(o)->tp_name + " object to a torch function");
     }
     case TracedValue::Kind::Tuple:

@@ -296,8 +296,12 @@ bool truthiness(const ValuePtr& value) {
 PyRef concrete_object(const ValuePtr& value) {
   switch (value->kind) {
     case TracedValue::Kind::Constant:
-    case TracedValue::Kind::Object:
     case TracedValue::Kind::Range:
+      return value->obj;
+    case TracedValue::Kind::Object:
+      // An object with data its guards do not pin (a numpy array) cannot be computed
+      // with while tracing: the result would be baked into the trace.
+      if (!identity_is_enough(value->py())) return PyRef();
       return value->obj;
     case TracedValue::Kind::Iterator: {
       auto rest = TracedValue::list(

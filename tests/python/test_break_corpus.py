@@ -46,9 +46,6 @@ KNOWN_FAILURES = {
     "for_over_tensor_rows_with_item":
         "the loop index is guarded by value in the part traced after each break, so the "
         "part is retraced per row and hits cache_size_limit (a RuntimeWarning eager lacks)",
-    "numpy_roundtrip":
-        "torch.from_numpy(arr.copy() * 2) after a break: the array arithmetic is evaluated "
-        "while tracing and its result captured (to be fixed in the VM)",
 }
 
 # The themes the corpus must cover, each with at least MIN_PER_THEME scenarios.
