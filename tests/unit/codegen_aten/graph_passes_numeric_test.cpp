@@ -1,0 +1,306 @@
+// The graph passes checked on real tensors: a decomposed or functionalized graph must
+// compute what the original computes (through the eager backend), and every value a
+// decomposition creates must have the dtype and sizes its metadata claims.
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "catch.h"
+#include "dynvm/codegen/aten_executor.h"
+#include "dynvm/graph/graph_parser.h"
+#include "dynvm/graph/graph_printer.h"
+#include "dynvm/graph/pass_runner.h"
+#include "dynvm/graph/primitive_ops.h"
+
+namespace dynvm::codegen {
+namespace {
+
+graph::Graph parse(const std::string& text) {
+  Expected<graph::Graph> g = graph::parse_graph(text);
+  INFO(text);
+  if (!g) FAIL("parse error: " << g.error().message);
+  return std::move(g).value();
+}
+
+graph::Graph after_passes(const graph::Graph& g, const std::vector<std::string>& passes) {
+  graph::Graph copy = g.clone();
+  graph::PassRunOptions options;
+  options.verify = true;
+  auto result = graph::run_passes(copy, passes, options);
+  if (!result) FAIL("passes failed: " << result.error().message);
+  return copy;
+}
+
+std::unique_ptr<AtenExecutor> build(const graph::Graph& g) {
+  auto executor = AtenExecutor::build(g);
+  INFO(graph::to_text(g));
+  if (!executor) FAIL("build error: " << executor.error().message);
+  return std::move(executor).value();
+}
+
+at::ScalarType scalar_type(graph::DType dtype) {
+  switch (dtype) {
+    case graph::DType::Float16:
+      return at::kHalf;
+    case graph::DType::BFloat16:
+      return at::kBFloat16;
+    case graph::DType::Float64:
+      return at::kDouble;
+    case graph::DType::Int64:
+      return at::kLong;
+    case graph::DType::Int32:
+      return at::kInt;
+    case graph::DType::Bool:
+      return at::kBool;
+    default:
+      return at::kFloat;
+  }
+}
+
+// Random inputs for the graph's inputs; names starting with "pos" get positive values.
+std::vector<at::Tensor> random_inputs(const graph::Graph& g) {
+  std::vector<at::Tensor> inputs;
+  for (const graph::Value* input : g.inputs()) {
+    const graph::TensorMeta& meta = *input->meta();
+    at::Tensor t =
+        input->name().rfind("pos", 0) == 0 ? at::rand(meta.sizes) + 0.5 : at::randn(meta.sizes) * 3;
+    inputs.push_back(t.to(scalar_type(meta.dtype)));
+  }
+  return inputs;
+}
+
+std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& t : tensors) out.push_back(t.clone());
+  return out;
+}
+
+bool close(const at::Tensor& a, const at::Tensor& b) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
+  bool half = a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16;
+  return at::allclose(a.to(at::kDouble), b.to(at::kDouble), half ? 1e-2 : 1e-4, half ? 1e-2 : 1e-5,
+                      /*equal_nan=*/true);
+}
+
+// Every node of `g` is a primitive or one of `externs`.
+void check_only_primitives(const graph::Graph& g, const std::vector<std::string>& externs) {
+  for (const graph::Node* node : g.nodes()) {
+    if (graph::primitive_kind(*node) != graph::PrimitiveKind::Extern) continue;
+    bool allowed = false;
+    for (const std::string& op : externs) allowed = allowed || node->op() == op;
+    INFO(graph::to_text(g));
+    CHECK(allowed);
+    if (!allowed) FAIL_CHECK("not primitive: " << node->op());
+  }
+}
+
+// Runs `g` with every tensor value as an output and compares each with its metadata.
+void check_metadata(const graph::Graph& g, const std::vector<at::Tensor>& inputs) {
+  graph::Graph all = g.clone();
+  std::vector<graph::Value*> values;
+  for (graph::Node* node : all.nodes()) {
+    for (graph::Value* v : node->outputs()) {
+      if (v->kind() == graph::ValueKind::Tensor) values.push_back(v);
+    }
+  }
+  all.set_outputs(values);
+  std::vector<at::Tensor> out = build(all)->run(clones(inputs));
+  REQUIRE(out.size() == values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const graph::TensorMeta& meta = *values[i]->meta();
+    INFO(graph::to_text(all) << "value #" << i);
+    CHECK(out[i].sizes().vec() == meta.sizes);
+    CHECK(out[i].scalar_type() == scalar_type(meta.dtype));
+  }
+}
+
+// Decomposes `text`, then checks primitives only (besides `externs`), metadata, and
+// the results against the original graph on random inputs.
+void check_decomposition(const std::string& text, const std::vector<std::string>& externs = {}) {
+  graph::Graph original = parse(text);
+  graph::Graph decomposed = after_passes(original, {"decompose", "dce"});
+  check_only_primitives(decomposed, externs);
+  for (int trial = 0; trial < 3; ++trial) {
+    std::vector<at::Tensor> inputs = random_inputs(original);
+    std::vector<at::Tensor> expected = build(original)->run(clones(inputs));
+    std::vector<at::Tensor> actual = build(decomposed)->run(clones(inputs));
+    REQUIRE(expected.size() == actual.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      INFO(graph::to_text(decomposed) << "output " << i);
+      CHECK(close(expected[i], actual[i]));
+    }
+    if (trial == 0) check_metadata(decomposed, inputs);
+  }
+}
+
+TEST_CASE("decomposed activations match ATen", "[graph_passes]") {
+  check_decomposition(R"(
+graph(%x: f32[4, 8] cpu):
+  %0: f32[4, 8] cpu = aten::gelu(%x)
+  %1: f32[4, 8] cpu = aten::gelu(%x, approximate="tanh")
+  %2: f32[4, 8] cpu = aten::silu(%x)
+  %3: f32[4, 8] cpu = aten::hardtanh(%x, -2.0, 2.5)
+  %4: f32[4, 8] cpu = aten::relu6(%x)
+  %5: f32[4, 8] cpu = aten::hardsigmoid(%x)
+  %6: f32[4, 8] cpu = aten::hardswish(%x)
+  %7: f32[4, 8] cpu = aten::leaky_relu(%x, 0.2)
+  %8: f32[4, 8] cpu = aten::softplus(%x, 2, 3)
+  %9: f32[4, 8] cpu = aten::mish(%x)
+  %10: f32[4, 8] cpu = aten::elu(%x, 1.5, 1, 1)
+  %11: f32[4, 8] cpu = aten::rsub.Scalar(%x, 2, alpha=3)
+  %12: f32[4, 8] cpu = aten::square(%x)
+  return (%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12)
+)");
+}
+
+TEST_CASE("decomposed half-precision gelu computes in float", "[graph_passes]") {
+  check_decomposition(R"(
+graph(%x: f16[16] cpu, %y: bf16[16] cpu):
+  %0: f16[16] cpu = aten::gelu(%x, approximate="tanh")
+  %1: bf16[16] cpu = aten::silu(%y)
+  return (%0, %1)
+)");
+}
+
+TEST_CASE("decomposed softmax and log_softmax match ATen", "[graph_passes]") {
+  check_decomposition(R"(
+graph(%x: f32[3, 5, 7] cpu):
+  %0: f32[3, 5, 7] cpu = aten::_softmax(%x, -1, False)
+  %1: f32[3, 5, 7] cpu = aten::_softmax(%x, 1, False)
+  %2: f32[3, 5, 7] cpu = aten::_log_softmax(%x, 2, False)
+  %3: f64[3, 5, 7] cpu = aten::softmax.int(%x, 0, dtype=torch.float64)
+  return (%0, %1, %2, %3)
+)");
+}
+
+TEST_CASE("decomposed layer_norm matches ATen, statistics included", "[graph_passes]") {
+  check_decomposition(R"(
+graph(%x: f32[2, 3, 8] cpu, %w: f32[3, 8] cpu, %b: f32[3, 8] cpu):
+  %y: f32[2, 3, 8] cpu, %mean: f32[2, 1, 1] cpu, %rstd: f32[2, 1, 1] cpu = aten::native_layer_norm(%x, [3, 8], %w, %b, 1e-05)
+  %z: f32[2, 3, 8] cpu, %m2: f32[2, 3, 1] cpu, %r2: f32[2, 3, 1] cpu = aten::native_layer_norm(%x, [8], None, None, 0.001)
+  return (%y, %mean, %rstd, %z, %m2, %r2)
+)");
+}
+
+TEST_CASE("decomposed eval batch_norm matches ATen", "[graph_passes]") {
+  check_decomposition(R"(
+graph(%x: f32[2, 3, 4, 5] cpu, %w: f32[3] cpu, %b: f32[3] cpu, %rm: f32[3] cpu, %pos_rv: f32[3] cpu):
+  %y: f32[2, 3, 4, 5] cpu, %sm: f32[0] cpu, %si: f32[0] cpu = aten::native_batch_norm(%x, %w, %b, %rm, %pos_rv, False, 0.1, 1e-05)
+  %z: f32[2, 3, 4, 5] cpu, %sm2: f32[0] cpu, %si2: f32[0] cpu = aten::native_batch_norm(%x, None, None, %rm, %pos_rv, False, 0.1, 0.001)
+  return (%y, %z)
+)");
+}
+
+TEST_CASE("decomposed mean, var and std match ATen", "[graph_passes]") {
+  check_decomposition(R"(
+graph(%x: f32[4, 6, 5] cpu):
+  %0: f32[4] cpu = aten::mean.dim(%x, [1, -1])
+  %1: f32[4, 1, 5] cpu = aten::mean.dim(%x, [1], True)
+  %2: f32[] cpu = aten::mean(%x)
+  %3: f32[6] cpu = aten::var.correction(%x, [0, 2], correction=0)
+  %4: f32[4, 6, 1] cpu = aten::var.correction(%x, [2], correction=1, keepdim=True)
+  %5: f32[] cpu = aten::var.correction(%x, None)
+  %6: f32[4, 5] cpu = aten::var.dim(%x, [1], False)
+  %7: f32[4, 5] cpu = aten::std.correction(%x, [1])
+  %8: f32[] cpu = aten::sum(%x)
+  return (%0, %1, %2, %3, %4, %5, %6, %7, %8)
+)");
+}
+
+TEST_CASE("decomposed addmm and linear match ATen", "[graph_passes]") {
+  check_decomposition(R"(
+graph(%b: f32[5] cpu, %m1: f32[3, 4] cpu, %m2: f32[4, 5] cpu, %x: f32[2, 3, 4] cpu, %w: f32[5, 4] cpu, %v: f32[4] cpu):
+  %0: f32[3, 5] cpu = aten::addmm(%b, %m1, %m2)
+  %1: f32[3, 5] cpu = aten::addmm(%b, %m1, %m2, beta=0.5, alpha=2)
+  %2: f32[2, 3, 5] cpu = aten::linear(%x, %w, %b)
+  %3: f32[3, 5] cpu = aten::linear(%m1, %w)
+  %4: f32[5] cpu = aten::linear(%v, %w, %b)
+  return (%0, %1, %2, %3, %4)
+)",
+                      {"aten::mm"});
+}
+
+TEST_CASE("decomposed identities and shape ops match ATen", "[graph_passes]") {
+  check_decomposition(R"(
+graph(%x: f32[2, 3, 4] cpu):
+  %0: f32[2, 3, 4] cpu = aten::dropout(%x, 0.5, False)
+  %1: f32[2, 3, 4] cpu = aten::clone(%0)
+  %2: f32[2, 3, 4] cpu = aten::contiguous(%1)
+  %3: f32[2, 12] cpu = aten::flatten.using_ints(%2, 1, 2)
+  %4: f32[2, 12] cpu = aten::relu(%3)
+  %5: f64[2, 12] cpu = aten::to.dtype(%4, torch.float64, False, False)
+  %6: f32[2, 12] cpu = aten::_unsafe_view(%2, [2, 12])
+  %7: f32[2, 12] cpu = aten::add.Tensor(%6, %4, alpha=1)
+  return (%5, %7)
+)");
+}
+
+// Runs the original and the functionalized graph on copies of the same inputs: outputs
+// and the inputs afterwards (what the graph wrote into them) must agree.
+void check_functionalization(const std::string& text) {
+  graph::Graph original = parse(text);
+  graph::Graph functional = after_passes(original, {"functionalize", "dce"});
+  for (const graph::Node* node : functional.nodes()) {
+    INFO(graph::to_text(functional));
+    bool in_place = node->op().find("_.") != std::string::npos ||
+                    (node->op().back() == '_' && node->op() != "aten::copy_");
+    CHECK_FALSE(in_place);
+  }
+  std::vector<at::Tensor> inputs = random_inputs(original);
+  std::vector<at::Tensor> eager_inputs = clones(inputs);
+  std::vector<at::Tensor> functional_inputs = clones(inputs);
+  std::vector<at::Tensor> expected = build(original)->run(eager_inputs);
+  std::vector<at::Tensor> actual = build(functional)->run(functional_inputs);
+  INFO(graph::to_text(functional));
+  REQUIRE(expected.size() == actual.size());
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(close(expected[i], actual[i]));
+  for (size_t i = 0; i < inputs.size(); ++i) CHECK(close(eager_inputs[i], functional_inputs[i]));
+  // Outputs that alias an input in eager mode alias it after functionalization too.
+  for (size_t i = 0; i < expected.size(); ++i) {
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      bool eager_alias = expected[i].is_alias_of(eager_inputs[j]);
+      CHECK(eager_alias == actual[i].is_alias_of(functional_inputs[j]));
+    }
+  }
+}
+
+TEST_CASE("functionalized in-place ops match eager, written-back inputs included",
+          "[graph_passes]") {
+  check_functionalization(R"(
+graph(%x: f32[4, 3] cpu, %y: f32[3] cpu):
+  %0: f32[4, 3] cpu = aten::add_.Tensor(%x, %y, alpha=2)
+  %1: f32[4, 3] cpu = aten::relu_(%0)
+  %2: f32[4, 3] cpu = aten::mul.Tensor(%x, %y)
+  %3: f32[4, 3] cpu = aten::exp(%2)
+  %4: f32[4, 3] cpu = aten::mul_.Scalar(%3, 2)
+  return (%1, %3)
+)");
+  check_functionalization(R"(
+graph(%x: f32[4, 3] cpu, %y: f64[3] cpu):
+  %s: f32[2, 3] cpu = aten::slice.Tensor(%x, 0, 1, 3)
+  %c: f32[2, 3] cpu = aten::copy_(%s, %y)
+  %row: f32[3] cpu = aten::select.int(%x, 0, 0)
+  %z: f32[3] cpu = aten::zero_(%row)
+  %t: f32[3, 4]{1, 3} cpu = aten::t(%x)
+  %m: f32[3, 4]{1, 3} cpu = aten::sigmoid_(%t)
+  %v: f32[12] cpu = aten::view(%x, [12])
+  return (%v, %s)
+)");
+  check_functionalization(R"(
+graph(%x: f32[4] cpu, %y: f64[4] cpu):
+  %a: f32[2, 2] cpu = aten::view(%x, [2, 2])
+  %t: f32[2, 2]{1, 2} cpu = aten::t(%a)
+  %w: f32[2, 2] cpu = aten::mul_.Scalar(%a, 3)
+  %r: f32[2, 2] cpu = aten::relu(%t)
+  %p: f32[4] cpu = aten::add_.Tensor(%x, %y, alpha=1)
+  %q: f32[2, 2] cpu = aten::permute(%a, [1, 0])
+  %f: f32[2, 2] cpu = aten::fill_.Scalar(%q, 0.5)
+  return (%r, %t, %p)
+)");
+}
+
+}  // namespace
+}  // namespace dynvm::codegen
