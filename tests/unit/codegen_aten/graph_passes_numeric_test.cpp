@@ -158,8 +158,8 @@ graph(%x: f32[4, 8] cpu):
 
 TEST_CASE("decomposed half-precision gelu computes in float", "[graph_passes]") {
   check_decomposition(R"(
-graph(%x: f16[16] cpu, %y: bf16[16] cpu):
-  %0: f16[16] cpu = aten::gelu(%x, approximate="tanh")
+graph(%x: bf16[16] cpu, %y: bf16[16] cpu):
+  %0: bf16[16] cpu = aten::gelu(%x, approximate="tanh")
   %1: bf16[16] cpu = aten::silu(%y)
   return (%0, %1)
 )");
@@ -202,9 +202,9 @@ graph(%x: f32[4, 6, 5] cpu):
   %2: f32[] cpu = aten::mean(%x)
   %3: f32[6] cpu = aten::var.correction(%x, [0, 2], correction=0)
   %4: f32[4, 6, 1] cpu = aten::var.correction(%x, [2], correction=1, keepdim=True)
-  %5: f32[] cpu = aten::var.correction(%x, None)
+  %5: f32[] cpu = aten::var.correction(%x, None, correction=None)
   %6: f32[4, 5] cpu = aten::var.dim(%x, [1], False)
-  %7: f32[4, 5] cpu = aten::std.correction(%x, [1])
+  %7: f32[4, 5] cpu = aten::std.correction(%x, [1], correction=1)
   %8: f32[] cpu = aten::sum(%x)
   return (%0, %1, %2, %3, %4, %5, %6, %7, %8)
 )");
