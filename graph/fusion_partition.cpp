@@ -79,20 +79,17 @@ class Partitioner {
       : graph_(graph),
         parent_(graph.num_node_ids()),
         signature_(graph.num_node_ids()),
-        candidate_(graph.num_node_ids(), false),
-        position_(graph.num_node_ids(), 0) {
+        candidate_(graph.num_node_ids(), false) {
     for (size_t i = 0; i < parent_.size(); ++i) parent_[i] = i;
   }
 
   FusionPlan run() {
-    Expected<std::vector<Node*>> order = topological_order(graph_);
-    DYNVM_GRAPH_CHECK(order.ok(), order.ok() ? "" : order.error().message);
-    size_t position = 0;
-    for (const Node* node : graph_.nodes()) {
-      position_[node->id()] = position++;
-      live_.push_back(node);
-    }
-    for (const Node* node : *order) {
+    // Program order is a topological order of a verified graph, and greedy merging in it
+    // is predictable; a cycle is a compiler bug.
+    DYNVM_GRAPH_CHECK(topological_order(graph_).ok(),
+                      "partition_for_fusion: the data flow has a cycle");
+    for (const Node* node : graph_.nodes()) live_.push_back(node);
+    for (const Node* node : live_) {
       std::optional<Signature> s = node_signature(*node);
       if (!s) continue;
       candidate_[node->id()] = true;
@@ -204,7 +201,6 @@ class Partitioner {
   std::vector<size_t> parent_;        // by node id: union-find over groups
   std::vector<Signature> signature_;  // by root node id
   std::vector<bool> candidate_;       // by node id: a primitive node that may be fused
-  std::vector<size_t> position_;      // by node id: program position
   std::vector<const Node*> live_;     // program order
 };
 
@@ -348,7 +344,8 @@ std::string to_text(const Graph& graph, const FusionPlan& plan) {
             std::string(fusion_group_kind_name(group.kind)) + ", " + std::to_string(group.numel);
     if (group.kind == FusionGroupKind::Reduction)
       text += " x " + std::to_string(group.reduction_numel);
-    text += " elements, " + std::to_string(group.nodes.size()) + " nodes\n  inputs: (";
+    text += " elements, " + std::to_string(group.nodes.size()) +
+            (group.nodes.size() == 1 ? " node" : " nodes") + "\n  inputs: (";
     for (size_t i = 0; i < group.inputs.size(); ++i)
       text += (i ? ", " : "") + names(group.inputs[i]);
     text += ")\n  outputs: (";
