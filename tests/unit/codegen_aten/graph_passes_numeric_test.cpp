@@ -3,6 +3,12 @@
 // decomposition creates must have the dtype and sizes its metadata claims.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <sstream>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -10,6 +16,7 @@
 
 #include "catch.h"
 #include "dynvm/codegen/aten_executor.h"
+#include "dynvm/graph/fusion_pipeline.h"
 #include "dynvm/graph/graph_parser.h"
 #include "dynvm/graph/graph_printer.h"
 #include "dynvm/graph/pass_runner.h"
@@ -60,13 +67,16 @@ at::ScalarType scalar_type(graph::DType dtype) {
   }
 }
 
-// Random inputs for the graph's inputs; names starting with "pos" get positive values.
+// Random inputs for the graph's inputs; names starting with "pos" or containing "var"
+// get positive values.
 std::vector<at::Tensor> random_inputs(const graph::Graph& g) {
   std::vector<at::Tensor> inputs;
   for (const graph::Value* input : g.inputs()) {
     const graph::TensorMeta& meta = *input->meta();
     at::Tensor t =
-        input->name().rfind("pos", 0) == 0 ? at::rand(meta.sizes) + 0.5 : at::randn(meta.sizes) * 3;
+        input->name().rfind("pos", 0) == 0 || input->name().find("var") != std::string::npos
+            ? at::rand(meta.sizes) + 0.5
+            : at::randn(meta.sizes) * 3;
     inputs.push_back(t.to(scalar_type(meta.dtype)));
   }
   return inputs;
@@ -300,6 +310,93 @@ graph(%x: f32[4] cpu, %y: f64[4] cpu):
   %f: f32[2, 2] cpu = aten::fill_.Scalar(%q, 0.5)
   return (%r, %t, %p)
 )");
+}
+
+// Runs a lowered program as the runtime would: fused groups through their extracted
+// graphs, every other outer node on its own, both through the eager backend.
+std::vector<at::Tensor> run_program(const graph::FusionProgram& program,
+                                    const std::vector<at::Tensor>& inputs) {
+  const graph::Graph& outer = program.outer;
+  std::vector<at::Tensor> values(outer.num_values());
+  for (size_t i = 0; i < inputs.size(); ++i) values[outer.inputs()[i]->id()] = inputs[i];
+  for (const graph::Node* node : outer.nodes()) {
+    std::vector<const graph::Value*> reads;
+    node->for_each_input([&](const graph::Value* v) {
+      if (std::find(reads.begin(), reads.end(), v) == reads.end()) reads.push_back(v);
+    });
+    std::vector<at::Tensor> args;
+    for (const graph::Value* v : reads) args.push_back(values[v->id()]);
+    std::vector<at::Tensor> results;
+    if (node->op() == graph::kFusedOp) {
+      const graph::Graph& group =
+          program.groups.at(static_cast<size_t>(node->kwarg("group")->as_int()));
+      results = build(group)->run(args);
+    } else {
+      // The node alone, reading its values as inputs.
+      graph::Graph single;
+      std::vector<graph::Value*> map(outer.num_values(), nullptr);
+      for (size_t i = 0; i < reads.size(); ++i) {
+        map[reads[i]->id()] = single.add_input("in" + std::to_string(i), reads[i]->type());
+      }
+      std::function<graph::Argument(const graph::Argument&)> remap =
+          [&](const graph::Argument& a) -> graph::Argument {
+        if (a.is_value()) return map[a.as_value()->id()];
+        if (!a.is_list()) return a;
+        std::vector<graph::Argument> items;
+        for (const graph::Argument& item : a.as_list()) items.push_back(remap(item));
+        return graph::Argument::list(std::move(items));
+      };
+      std::vector<graph::Argument> node_args;
+      for (const graph::Argument& a : node->args()) node_args.push_back(remap(a));
+      std::vector<graph::KeywordArgument> kwargs;
+      for (const graph::KeywordArgument& k : node->kwargs())
+        kwargs.push_back({k.name, remap(k.value)});
+      std::vector<graph::ValueType> types;
+      for (const graph::Value* v : node->outputs()) types.push_back(v->type());
+      graph::Node* copy = single.append(node->op(), node_args, types, kwargs);
+      single.set_outputs(copy->outputs());
+      results = build(single)->run(args);
+    }
+    REQUIRE(results.size() == node->num_outputs());
+    for (size_t i = 0; i < results.size(); ++i) values[node->output(i)->id()] = results[i];
+  }
+  std::vector<at::Tensor> outputs;
+  for (const graph::Value* v : outer.outputs()) outputs.push_back(values[v->id()]);
+  return outputs;
+}
+
+TEST_CASE("lowered fusion programs compute what their graphs compute", "[graph_passes]") {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(fs::path(DYNVM_TEST_DATA_DIR) / "graph_fusion")) {
+    if (entry.path().extension() == ".txt") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() >= 5);
+  for (const fs::path& path : files) {
+    std::ifstream in(path);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    std::string text = buffer.str();
+    size_t begin = text.find("# input\n");
+    size_t end = text.find("# expected\n");
+    REQUIRE(begin != std::string::npos);
+    REQUIRE(end != std::string::npos);
+    INFO(path.filename().string());
+    graph::Graph original = parse(text.substr(begin + 8, end - begin - 8));
+    graph::PassRunOptions options;
+    options.verify = true;
+    auto program = graph::lower_for_fusion(original.clone(), options);
+    if (!program) FAIL(program.error().message);
+    std::vector<at::Tensor> inputs = random_inputs(original);
+    std::vector<at::Tensor> eager_inputs = clones(inputs);
+    std::vector<at::Tensor> fused_inputs = clones(inputs);
+    std::vector<at::Tensor> expected = build(original)->run(eager_inputs);
+    std::vector<at::Tensor> actual = run_program(*program, fused_inputs);
+    REQUIRE(expected.size() == actual.size());
+    for (size_t i = 0; i < expected.size(); ++i) CHECK(close(expected[i], actual[i]));
+    for (size_t i = 0; i < inputs.size(); ++i) CHECK(close(eager_inputs[i], fused_inputs[i]));
+  }
 }
 
 }  // namespace
