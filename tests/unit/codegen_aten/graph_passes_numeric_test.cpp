@@ -5,11 +5,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <fstream>
-#include <sstream>
-
+#include <functional>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
