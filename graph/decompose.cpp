@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dynvm/graph/node_builder.h"
+#include "dynvm/graph/op_properties.h"
 #include "dynvm/graph/primitive_ops.h"
 #include "dynvm/graph/type_promotion.h"
 
@@ -508,11 +509,29 @@ bool linear(Rewrite& r) {
 
 // ----- identities and shape-only ops
 
-// clone, contiguous, alias, detach: the value itself, unless the caller receives it
-// (then it must stay a tensor of its own).
+// Whether `x` is a fresh tensor nobody else can see: made by a node that neither views
+// nor writes its inputs, not returned, and read by no operator that could alias it.
+bool is_private_temporary(const Value* x) {
+  const Node* producer = x->producer();
+  if (producer == nullptr || x->num_output_uses() > 0) return false;
+  OpProperties props = op_properties(producer->op());
+  if (!props.is_pure() || props.may_alias_input()) return false;
+  for (const Node* user : x->users()) {
+    if (op_properties(user->op()).may_alias_input()) return false;
+  }
+  return true;
+}
+
+// clone, contiguous, alias, detach: the value itself, unless the caller receives the
+// result and could tell (then it must stay a tensor of its own): returning a private
+// temporary instead of its copy is fine.
 bool identity_unless_returned(Rewrite& r) {
   Value* x = r.tensor(0, "self");
-  if (x == nullptr || r.any_output_returned()) return false;
+  if (x == nullptr) return false;
+  if (r.any_output_returned() &&
+      (!is_private_temporary(x) || r.node.op() == "aten::alias" || r.node.op() == "aten::detach")) {
+    return false;
+  }
   r.results[0] = x;
   return true;
 }

@@ -7,11 +7,13 @@
 #include <boost/graph/depth_first_search.hpp>
 #include <functional>
 #include <queue>
+#include <tuple>
 #include <utility>
 
 #include "dynvm/graph/check.h"
 #include "dynvm/graph/graph_analysis.h"
 #include "dynvm/graph/graph_printer.h"
+#include "dynvm/graph/op_properties.h"
 #include "dynvm/graph/primitive_ops.h"
 #include "dynvm/graph/value_names.h"
 
@@ -26,6 +28,10 @@ struct Signature {
   bool reduction = false;
   int64_t numel = 0;  // pointwise: elements; reduction: rows
   int64_t reduction_numel = 1;
+  // Reductions: the sizes of the reduced tensor and the reduced dimensions (sorted), so
+  // all reductions of a group walk their elements in the same rows and columns.
+  std::vector<int64_t> reduced_sizes;
+  std::vector<int64_t> reduced_dims;
   Device device;
   bool has_compute = false;  // holds a pointwise or reduction node (not only views)
 };
@@ -41,12 +47,30 @@ std::optional<Signature> merge_signatures(const Signature& a, const Signature& b
     return out;
   }
   if (other.reduction) {
-    if (other.numel != out.numel || other.reduction_numel != out.reduction_numel)
+    if (other.reduced_sizes != out.reduced_sizes || other.reduced_dims != out.reduced_dims)
       return std::nullopt;
     return out;
   }
   if (other.numel == out.numel || other.numel == out.numel * out.reduction_numel) return out;
   return std::nullopt;
+}
+
+// Nodes with side effects (writes left after functionalization, the write-back copies,
+// random draws, grad-mode switches, opaque calls) are barriers: nothing moves across
+// them. Epoch of a node: 2k for a node after k barriers, 2k + 1 for the k-th barrier
+// itself; epochs never decrease along program order, so along data flow either.
+std::vector<size_t> node_epochs(const Graph& graph) {
+  std::vector<size_t> epoch(graph.num_node_ids(), 0);
+  size_t barriers = 0;
+  for (const Node* node : graph.nodes()) {
+    if (op_properties(node->op()).has_side_effects()) {
+      epoch[node->id()] = 2 * barriers + 1;
+      ++barriers;
+    } else {
+      epoch[node->id()] = 2 * barriers;
+    }
+  }
+  return epoch;
 }
 
 bool has_metadata(const Node& node) {
@@ -69,6 +93,21 @@ std::optional<Signature> node_signature(const Node& node) {
     const TensorMeta& in = *node.arg(0).as_value()->meta();
     s.reduction = true;
     s.reduction_numel = s.numel == 0 ? 0 : in.numel() / s.numel;
+    s.reduced_sizes = in.sizes;
+    auto rank = static_cast<int64_t>(in.dim());
+    const Argument& dims = node.args().size() > 1 ? node.arg(1) : Argument();
+    if (dims.is_list() && !dims.as_list().empty()) {
+      for (const Argument& d : dims.as_list()) {
+        int64_t dim = d.kind() == Argument::Kind::Int ? d.as_int() : 0;
+        s.reduced_dims.push_back(dim < 0 ? dim + std::max<int64_t>(rank, 1) : dim);
+      }
+    } else if (dims.kind() == Argument::Kind::Int) {
+      int64_t dim = dims.as_int();
+      s.reduced_dims.push_back(dim < 0 ? dim + std::max<int64_t>(rank, 1) : dim);
+    } else {
+      for (int64_t d = 0; d < rank; ++d) s.reduced_dims.push_back(d);
+    }
+    std::sort(s.reduced_dims.begin(), s.reduced_dims.end());
   }
   return s;
 }
@@ -89,6 +128,7 @@ class Partitioner {
     DYNVM_GRAPH_CHECK(topological_order(graph_).ok(),
                       "partition_for_fusion: the data flow has a cycle");
     for (const Node* node : graph_.nodes()) live_.push_back(node);
+    epoch_ = node_epochs(graph_);
     for (const Node* node : live_) {
       std::optional<Signature> s = node_signature(*node);
       if (!s) continue;
@@ -118,6 +158,7 @@ class Partitioner {
 
   void try_merge(size_t a, size_t b) {
     if (a == b) return;
+    if (epoch_[a] != epoch_[b]) return;  // a group never spans a barrier
     std::optional<Signature> merged = merge_signatures(signature_[a], signature_[b]);
     if (!merged || would_cycle(a, b)) return;
     parent_[b] = a;
@@ -201,6 +242,7 @@ class Partitioner {
   std::vector<size_t> parent_;        // by node id: union-find over groups
   std::vector<Signature> signature_;  // by root node id
   std::vector<bool> candidate_;       // by node id: a primitive node that may be fused
+  std::vector<size_t> epoch_;         // by node id: see node_epochs
   std::vector<const Node*> live_;     // program order
 };
 
@@ -291,10 +333,14 @@ Graph build_outer_graph(const Graph& graph, const FusionPlan& plan) {
       ++indegree[to];
     });
   }
-  using Entry = std::pair<size_t, size_t>;  // (first position, unit)
+  // Ordered by epoch first, so every unit runs between the same barriers as before.
+  std::vector<size_t> epoch = node_epochs(graph);
+  std::vector<size_t> unit_epoch(num_units, 0);
+  for (const Node* node : live) unit_epoch[unit_of_node[node->id()]] = epoch[node->id()];
+  using Entry = std::tuple<size_t, size_t, size_t>;  // (epoch, first position, unit)
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> ready;
   for (size_t u = 0; u < num_units; ++u) {
-    if (indegree[u] == 0) ready.push({first_position[u], u});
+    if (indegree[u] == 0) ready.push({unit_epoch[u], first_position[u], u});
   }
   Graph out;
   std::vector<Value*> map(graph.num_values(), nullptr);
@@ -307,7 +353,7 @@ Graph build_outer_graph(const Graph& graph, const FusionPlan& plan) {
   };
   size_t emitted = 0;
   while (!ready.empty()) {
-    size_t u = ready.top().second;
+    size_t u = std::get<2>(ready.top());
     ready.pop();
     ++emitted;
     if (u < num_groups) {
@@ -326,7 +372,7 @@ Graph build_outer_graph(const Graph& graph, const FusionPlan& plan) {
       for (size_t i = 0; i < node->num_outputs(); ++i) map[node->output(i)->id()] = copy->output(i);
     }
     for (size_t s : successors[u]) {
-      if (--indegree[s] == 0) ready.push({first_position[s], s});
+      if (--indegree[s] == 0) ready.push({unit_epoch[s], first_position[s], s});
     }
   }
   DYNVM_GRAPH_CHECK(emitted == num_units, "build_outer_graph: the groups form a cycle");

@@ -122,6 +122,29 @@ graph(%x: f32[4, 4] cpu, %w: f32[4, 4] cpu):
 )");
 }
 
+TEST_CASE("no group spans a node with side effects") {
+  // uniform_ (random, in place) stays: reads of %x before and after it must not meet in
+  // one kernel, and the outer graph keeps them on their sides of it.
+  Graph g = parse(R"(
+graph(%x: f32[4] cpu):
+  %0: f32[4] cpu = aten::exp(%x)
+  %1: f32[4] cpu = aten::uniform_(%x, 0.0, 1.0)
+  %2: f32[4] cpu = aten::exp(%x)
+  %3: f32[4] cpu = aten::add.Tensor(%0, %2, alpha=1)
+  return (%3)
+)");
+  FusionPlan plan = partition_for_fusion(g);
+  REQUIRE(plan.groups.size() == 2);
+  CHECK(plan.groups[0].nodes.size() == 1);
+  CHECK(plan.groups[1].nodes.size() == 2);
+  CHECK(to_text(build_outer_graph(g, plan)) == R"(graph(%x: f32[4] cpu):
+  %0: f32[4] cpu = dynvm::fused(%x, group=0)
+  %1: f32[4] cpu = aten::uniform_(%x, 0.0, 1.0)
+  %2: f32[4] cpu = dynvm::fused(%x, %0, group=1)
+  return (%2)
+)");
+}
+
 TEST_CASE("groups of different sizes or reductions stay apart") {
   Graph g = parse(R"(
 graph(%x: f32[4, 6] cpu):

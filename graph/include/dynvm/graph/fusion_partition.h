@@ -18,8 +18,9 @@ inline constexpr std::string_view kFusedOp = "dynvm::fused";
 
 enum class FusionGroupKind : uint8_t {
   Pointwise,  // every node computes `numel` elements (views included)
-  Reduction,  // reductions of `numel` rows of `reduction_numel` elements each; the other
-              // nodes compute numel * reduction_numel elements or numel elements
+  Reduction,  // reductions of `numel` rows of `reduction_numel` elements each, all over
+              // the same dimensions of tensors of the same sizes; the other nodes
+              // compute numel * reduction_numel elements or numel elements
 };
 
 std::string_view fusion_group_kind_name(FusionGroupKind kind);
@@ -48,7 +49,10 @@ struct FusionPlan {
 // pointwise producers and consumers (a whole softmax or layer_norm is one group). A merge
 // that would let a path leave a group and come back (through an extern node or another
 // group) is refused, so the outer graph stays acyclic. Groups of views alone are not
-// made: views outside groups run through ATen, where they cost nothing.
+// made: views outside groups run through ATen, where they cost nothing. Nodes with side
+// effects (mutations functionalization left, write-back copies, random draws, opaque
+// calls) are barriers: no group spans one, and the outer graph keeps every node between
+// the same barriers as before.
 FusionPlan partition_for_fusion(const Graph& graph);
 
 // The group as a standalone graph (the contract with code generation): inputs %in0,
