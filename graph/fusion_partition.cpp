@@ -129,10 +129,12 @@ class Partitioner {
                       "partition_for_fusion: the data flow has a cycle");
     for (const Node* node : graph_.nodes()) live_.push_back(node);
     epoch_ = node_epochs(graph_);
+    members_.resize(graph_.num_node_ids());
     for (const Node* node : live_) {
       std::optional<Signature> s = node_signature(*node);
       if (!s) continue;
       candidate_[node->id()] = true;
+      members_[node->id()].push_back(node);
       signature_[node->id()] = *s;
       std::vector<const Node*> producers;
       node->for_each_input([&](const Value* v) {
@@ -162,6 +164,8 @@ class Partitioner {
     std::optional<Signature> merged = merge_signatures(signature_[a], signature_[b]);
     if (!merged || would_cycle(a, b)) return;
     parent_[b] = a;
+    members_[a].insert(members_[a].end(), members_[b].begin(), members_[b].end());
+    members_[b].clear();
     signature_[a] = *merged;
   }
 
@@ -171,6 +175,17 @@ class Partitioner {
   // Whether a path from group `a` reaches group `b` through some other unit, which a
   // merge of the two would turn into a cycle. (Paths from b to a cannot exist: a feeds b.)
   bool would_cycle(size_t a, size_t b) {
+    // Cheap exit, the common case: everything reading `a` is in `a` or `b`.
+    bool other_readers = false;
+    for (const Node* member : members_[a]) {
+      for (const Value* out : member->outputs()) {
+        for (const Node* user : out->users()) {
+          size_t u = unit(user);
+          other_readers = other_readers || (u != a && u != b);
+        }
+      }
+    }
+    if (!other_readers) return false;
     UnitGraph units(graph_.num_node_ids());
     std::vector<size_t> starts;
     for (const Node* node : live_) {
@@ -239,11 +254,12 @@ class Partitioner {
   }
 
   const Graph& graph_;
-  std::vector<size_t> parent_;        // by node id: union-find over groups
-  std::vector<Signature> signature_;  // by root node id
-  std::vector<bool> candidate_;       // by node id: a primitive node that may be fused
-  std::vector<size_t> epoch_;         // by node id: see node_epochs
-  std::vector<const Node*> live_;     // program order
+  std::vector<size_t> parent_;                     // by node id: union-find over groups
+  std::vector<Signature> signature_;               // by root node id
+  std::vector<bool> candidate_;                    // by node id: a primitive node that may be fused
+  std::vector<size_t> epoch_;                      // by node id: see node_epochs
+  std::vector<const Node*> live_;                  // program order
+  std::vector<std::vector<const Node*>> members_;  // by root node id: the group's nodes
 };
 
 Argument remap(const Argument& a, const std::function<Value*(const Value*)>& map) {

@@ -237,3 +237,30 @@ graph(%x: f32[4, 4] cpu, %w: f32[4, 4] cpu):
   CHECK(outer.find("  n0 [label=\"fused group 0\\n%0: f32[4, 4] cpu\", style=\"filled,bold\", "
                    "fillcolor=lightyellow];\n") != std::string::npos);
 }
+
+TEST_CASE("partitioning a large graph stays fast and acyclic") {
+  // 400 blocks of mm (extern) followed by eight pointwise ops reading the block input and
+  // the product: 3600 nodes, 400 groups.
+  std::string text = "graph(%x: f32[16, 16] cpu, %w: f32[16, 16] cpu):\n";
+  std::string last = "%x";
+  int n = 0;
+  for (int block = 0; block < 400; ++block) {
+    std::string product = "%" + std::to_string(n++);
+    text += "  " + product + ": f32[16, 16] cpu = aten::mm(" + last + ", %w)\n";
+    std::string value = product;
+    for (int i = 0; i < 8; ++i) {
+      std::string next = "%" + std::to_string(n++);
+      text += "  " + next + ": f32[16, 16] cpu = aten::add.Tensor(" + value + ", " + last +
+              ", alpha=1)\n";
+      value = next;
+    }
+    last = value;
+  }
+  text += "  return (" + last + ")\n";
+  Graph g = parse(text);
+  FusionPlan plan = partition_for_fusion(g);
+  CHECK(plan.groups.size() == 400);
+  Graph outer = build_outer_graph(g, plan);
+  CHECK(outer.num_nodes() == 800);
+  CHECK(verify(outer).empty());
+}
