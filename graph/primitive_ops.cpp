@@ -130,7 +130,7 @@ size_t wrap_dim(int64_t dim, size_t rank) {
   return static_cast<size_t>(dim < 0 ? dim + r : dim);
 }
 size_t wrap_dim(std::optional<int64_t> dim, size_t rank) {
-  return dim ? wrap_dim(dim, rank) : kBadDim;
+  return dim ? wrap_dim(*dim, rank) : kBadDim;
 }
 
 bool is_tensor_value(const Argument& a) {

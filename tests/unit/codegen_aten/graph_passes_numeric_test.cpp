@@ -18,6 +18,7 @@
 #include "dynvm/graph/fusion_pipeline.h"
 #include "dynvm/graph/graph_parser.h"
 #include "dynvm/graph/graph_printer.h"
+#include "dynvm/graph/node_builder.h"
 #include "dynvm/graph/pass_runner.h"
 #include "dynvm/graph/primitive_ops.h"
 
@@ -59,6 +60,12 @@ at::ScalarType scalar_type(graph::DType dtype) {
       return at::kLong;
     case graph::DType::Int32:
       return at::kInt;
+    case graph::DType::Int16:
+      return at::kShort;
+    case graph::DType::Int8:
+      return at::kChar;
+    case graph::DType::UInt8:
+      return at::kByte;
     case graph::DType::Bool:
       return at::kBool;
     default:
@@ -395,6 +402,107 @@ TEST_CASE("lowered fusion programs compute what their graphs compute", "[graph_p
     REQUIRE(expected.size() == actual.size());
     for (size_t i = 0; i < expected.size(); ++i) CHECK(close(expected[i], actual[i]));
     for (size_t i = 0; i < inputs.size(); ++i) CHECK(close(eager_inputs[i], fused_inputs[i]));
+  }
+}
+
+}  // namespace
+}  // namespace dynvm::codegen
+
+namespace dynvm::codegen {
+namespace {
+
+// infer_primitive_meta against ATen: every primitive built with NodeBuilder over inputs
+// of mixed dtypes and ranks must get the sizes and dtype ATen produces, and views the
+// strides ATen gives them.
+TEST_CASE("primitive metadata rules agree with ATen", "[graph_passes]") {
+  using graph::Argument;
+  using graph::DType;
+  graph::Graph g;
+  auto input = [&](const char* name, DType dtype, std::vector<int64_t> sizes) {
+    return g.add_input(name, graph::ValueType::tensor(graph::TensorMeta::contiguous(dtype, sizes)));
+  };
+  graph::Value* a = input("a", DType::Float32, {4, 1});
+  graph::Value* b = input("b", DType::Int64, {1, 8});
+  graph::Value* c = input("c", DType::Int32, {8});
+  graph::Value* d = input("d", DType::Bool, {4, 8});
+  graph::Value* h = input("h", DType::BFloat16, {4, 8});
+  graph::Value* s = input("s", DType::Float64, {});
+  graph::Value* e = input("e", DType::Float32, {2, 3, 4});
+  graph::NodeBuilder nb(g, nullptr);
+  auto i = [](int64_t v) { return Argument::integer(v); };
+  auto f = [](double v) { return Argument::real(v); };
+  auto ints = [](std::vector<int64_t> v) { return Argument::int_list(v); };
+  std::vector<graph::Value*> views;
+  nb.binary("aten::add.Tensor", a, b);
+  nb.binary("aten::add.Tensor", b, c);
+  nb.binary("aten::mul.Tensor", c, s);
+  nb.binary("aten::mul.Tensor", h, s);
+  nb.binary("aten::mul.Scalar", c, f(2.5));
+  nb.binary("aten::mul.Scalar", h, f(2.5));
+  nb.binary("aten::add.Scalar", d, i(1));
+  nb.binary("aten::sub.Tensor", h, a);
+  nb.binary("aten::div.Tensor", c, c);
+  nb.binary("aten::div.Scalar", b, i(2));
+  nb.unary("aten::exp", c);
+  nb.unary("aten::neg", c);
+  nb.unary("aten::abs", h);
+  nb.unary("aten::rsqrt", h);
+  nb.binary("aten::eq.Scalar", h, i(0));
+  nb.binary("aten::lt.Tensor", a, b);
+  nb.primitive("aten::where.self", {d, h, s});
+  nb.primitive("aten::where.self", {d, c, b});
+  nb.primitive("aten::clamp", {c, i(0), i(5)});
+  nb.primitive("aten::clamp", {h, f(-1.0), f(1.0)});
+  nb.binary("aten::pow.Tensor_Scalar", c, i(2));
+  nb.binary("aten::pow.Tensor_Scalar", c, f(0.5));
+  nb.binary("aten::maximum", c, h);
+  nb.binary("aten::logical_and", d, c);
+  nb.unary("aten::logical_not", c);
+  nb.convert(c, DType::Float64);
+  nb.sum(c, {0}, false);
+  nb.sum(h, {1}, true);
+  nb.primitive("aten::sum.dim_IntList", {e, ints({0, 2}), Argument::boolean(false)},
+               {{"dtype", Argument::dtype(DType::Float64)}});
+  nb.amax(e, {-1}, true);
+  nb.primitive("aten::amin", {b, ints({1})});
+  graph::Value* flat = nb.primitive("aten::view", {e, ints({6, -1})});
+  graph::Value* perm = nb.primitive("aten::permute", {e, ints({2, 0, 1})});
+  views = {flat,
+           perm,
+           nb.primitive("aten::reshape", {perm, ints({4, 6})}),
+           nb.primitive("aten::reshape", {perm, ints({4, 2, 3})}),
+           nb.primitive("aten::expand", {a, ints({3, 4, 8})}),
+           nb.primitive("aten::expand", {a, ints({-1, 5})}),
+           nb.primitive("aten::unsqueeze", {e, i(1)}),
+           nb.primitive("aten::unsqueeze", {perm, i(-1)}),
+           nb.primitive("aten::squeeze.dim", {a, i(1)}),
+           nb.primitive("aten::squeeze.dim", {a, i(0)}),
+           nb.unary("aten::t", flat),
+           nb.primitive("aten::transpose.int", {e, i(0), i(2)}),
+           nb.primitive("aten::slice.Tensor", {e, i(2), i(1), i(4), i(2)}),
+           nb.primitive("aten::slice.Tensor", {perm, i(1), i(-1), i(100)}),
+           nb.primitive("aten::select.int", {e, i(1), i(-1)}),
+           nb.primitive("aten::select.int", {perm, i(0), i(2)})};
+  std::vector<graph::Value*> values;
+  for (graph::Node* node : g.nodes()) values.push_back(node->output());
+  g.set_outputs(values);
+  std::vector<at::Tensor> inputs = {at::randn({4, 1}),
+                                    at::randint(-5, 5, {1, 8}, at::kLong),
+                                    at::randint(-5, 5, {8}, at::kInt),
+                                    at::randn({4, 8}) > 0,
+                                    at::randn({4, 8}).to(at::kBFloat16),
+                                    at::randn({}).to(at::kDouble),
+                                    at::randn({2, 3, 4})};
+  std::vector<at::Tensor> out = build(g)->run(inputs);
+  REQUIRE(out.size() == values.size());
+  for (size_t k = 0; k < values.size(); ++k) {
+    const graph::TensorMeta& meta = *values[k]->meta();
+    INFO(graph::to_text(*values[k]->producer(), graph::ValueNames(g)));
+    CHECK(out[k].sizes().vec() == meta.sizes);
+    CHECK(out[k].scalar_type() == scalar_type(meta.dtype));
+    if (std::find(views.begin(), views.end(), values[k]) != views.end()) {
+      CHECK(out[k].strides().vec() == meta.strides);
+    }
   }
 }
 
