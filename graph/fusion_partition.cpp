@@ -84,6 +84,8 @@ bool has_metadata(const Node& node) {
 std::optional<Signature> node_signature(const Node& node) {
   PrimitiveKind kind = primitive_kind(node);
   if (kind == PrimitiveKind::Extern || !has_metadata(node)) return std::nullopt;
+  // A returned view must stay a view (the caller may see it alias its base): ATen runs it.
+  if (kind == PrimitiveKind::View && node.output()->num_output_uses() > 0) return std::nullopt;
   const TensorMeta& out = *node.output()->meta();
   Signature s;
   s.device = out.device;

@@ -402,6 +402,11 @@ TEST_CASE("lowered fusion programs compute what their graphs compute", "[graph_p
     REQUIRE(expected.size() == actual.size());
     for (size_t i = 0; i < expected.size(); ++i) CHECK(close(expected[i], actual[i]));
     for (size_t i = 0; i < inputs.size(); ++i) CHECK(close(eager_inputs[i], fused_inputs[i]));
+    for (size_t i = 0; i < expected.size(); ++i) {
+      for (size_t j = 0; j < inputs.size(); ++j) {
+        CHECK(expected[i].is_alias_of(eager_inputs[j]) == actual[i].is_alias_of(fused_inputs[j]));
+      }
+    }
   }
 }
 

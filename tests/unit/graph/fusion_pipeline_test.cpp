@@ -264,3 +264,35 @@ TEST_CASE("partitioning a large graph stays fast and acyclic") {
   CHECK(outer.num_nodes() == 800);
   CHECK(verify(outer).empty());
 }
+
+TEST_CASE("a returned view stays outside groups, so it still aliases its base") {
+  Graph g = parse(R"(
+graph(%x: f32[2, 3] cpu):
+  %0: f32[6] cpu = aten::view(%x, [6])
+  %1: f32[6] cpu = aten::relu(%0)
+  %2: f32[3, 2] cpu = aten::view(%1, [3, 2])
+  %3: f32[3, 2] cpu = aten::neg(%2)
+  return (%0, %3)
+)");
+  FusionPlan plan = partition_for_fusion(g);
+  REQUIRE(plan.groups.size() == 1);
+  CHECK(plan.groups[0].nodes.size() == 3);  // relu, the inner view, neg
+  CHECK(plan.group_of(*g.first_node()) == -1);
+}
+
+TEST_CASE("lower_for_fusion dumps the plan when asked") {
+  std::ostringstream log;
+  PassRunOptions options;
+  options.dump = true;
+  options.dump_stream = &log;
+  auto program = lower_for_fusion(parse(R"(
+graph(%x: f32[4] cpu):
+  %0: f32[4] cpu = aten::silu(%x)
+  return (%0)
+)"),
+                                  options);
+  REQUIRE(program.ok());
+  CHECK(log.str().find("[dynvm graph] before functionalize:") != std::string::npos);
+  CHECK(log.str().find("[dynvm graph] fusion plan:\n# graph\n") != std::string::npos);
+  CHECK(log.str().find("group 0: pointwise, 4 elements, 2 nodes") != std::string::npos);
+}
