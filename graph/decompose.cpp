@@ -274,6 +274,116 @@ bool square(Rewrite& r) {
   return true;
 }
 
+bool addcmul_like(Rewrite& r, const char* combine) {
+  Value* self = r.tensor(0, "self");
+  Value* t1 = r.tensor(1, "tensor1");
+  Value* t2 = r.tensor(2, "tensor2");
+  auto value = r.scalar(3, "value", Argument::integer(1));
+  if (self == nullptr || t1 == nullptr || t2 == nullptr || !value) return false;
+  Value* term = r.b.binary(combine, t1, t2);
+  if (!is_one(*value)) term = r.b.binary("aten::mul.Scalar", term, *value);
+  r.results[0] = r.b.binary("aten::add.Tensor", self, term);
+  return true;
+}
+
+bool addcmul(Rewrite& r) { return addcmul_like(r, "aten::mul.Tensor"); }
+bool addcdiv(Rewrite& r) { return addcmul_like(r, "aten::div.Tensor"); }
+
+// self + w (end - self) for |w| < 0.5, else end - (end - self)(1 - w), as ATen computes it.
+bool lerp_scalar(Rewrite& r) {
+  Value* self = r.tensor(0, "self");
+  Value* end = r.tensor(1, "end");
+  auto weight = r.number(2, "weight", 0.0);
+  if (self == nullptr || end == nullptr || !weight) return false;
+  Value* diff = r.b.binary("aten::sub.Tensor", end, self);
+  if (std::abs(*weight) < 0.5) {
+    r.results[0] =
+        r.b.binary("aten::add.Tensor", self, r.b.binary("aten::mul.Scalar", diff, real(*weight)));
+  } else {
+    r.results[0] = r.b.binary("aten::sub.Tensor", end,
+                              r.b.binary("aten::mul.Scalar", diff, real(1.0 - *weight)));
+  }
+  return true;
+}
+
+bool lerp_tensor(Rewrite& r) {
+  Value* self = r.tensor(0, "self");
+  Value* end = r.tensor(1, "end");
+  Value* weight = r.tensor(2, "weight");
+  if (self == nullptr || end == nullptr || weight == nullptr) return false;
+  Value* diff = r.b.binary("aten::sub.Tensor", end, self);
+  Value* low = r.b.binary("aten::add.Tensor", self, r.b.binary("aten::mul.Tensor", weight, diff));
+  Value* one_minus = r.b.binary("aten::add.Scalar", r.b.unary("aten::neg", weight), real(1.0));
+  Value* high =
+      r.b.binary("aten::sub.Tensor", end, r.b.binary("aten::mul.Tensor", diff, one_minus));
+  Value* small = r.b.binary("aten::lt.Scalar", r.b.unary("aten::abs", weight), real(0.5));
+  r.results[0] = r.b.primitive("aten::where.self", {small, low, high});
+  return true;
+}
+
+bool clamp_min(Rewrite& r) {
+  Value* x = r.tensor(0, "self");
+  auto bound = r.scalar(1, "min", Argument());
+  if (x == nullptr || !bound || bound->is_none()) return false;
+  r.results[0] = r.b.primitive("aten::clamp", {x, *bound, Argument()});
+  return true;
+}
+
+bool clamp_max(Rewrite& r) {
+  Value* x = r.tensor(0, "self");
+  auto bound = r.scalar(1, "max", Argument());
+  if (x == nullptr || !bound || bound->is_none()) return false;
+  r.results[0] = r.b.primitive("aten::clamp", {x, Argument(), *bound});
+  return true;
+}
+
+bool clamp_min_tensor(Rewrite& r) {
+  Value* x = r.tensor(0, "self");
+  Value* bound = r.tensor(1, "min");
+  if (x == nullptr || bound == nullptr) return false;
+  r.results[0] = r.b.binary("aten::maximum", x, bound);
+  return true;
+}
+
+bool clamp_max_tensor(Rewrite& r) {
+  Value* x = r.tensor(0, "self");
+  Value* bound = r.tensor(1, "max");
+  if (x == nullptr || bound == nullptr) return false;
+  r.results[0] = r.b.binary("aten::minimum", x, bound);
+  return true;
+}
+
+// First half of `dim` times the sigmoid of the second half.
+bool glu(Rewrite& r) {
+  Value* x = r.tensor(0, "self");
+  auto dim = r.number(1, "dim", -1.0);
+  if (x == nullptr || !dim || x->meta()->dim() == 0) return false;
+  auto wrapped = reduced_dims({static_cast<int64_t>(*dim)}, x->meta()->dim());
+  if (!wrapped) return false;
+  int64_t d = (*wrapped)[0];
+  int64_t size = x->meta()->sizes[static_cast<size_t>(d)];
+  if (size % 2 != 0) return false;
+  auto half = [&](int64_t start) {
+    return r.b.primitive("aten::slice.Tensor", {x, Argument::integer(d), Argument::integer(start),
+                                                Argument::integer(start + size / 2)});
+  };
+  Value* gate = r.b.unary("aten::sigmoid", half(size / 2));
+  r.results[0] = r.b.binary("aten::mul.Tensor", half(0), gate);
+  return true;
+}
+
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)); the buffer (output 1) must be unused.
+bool log_sigmoid_forward(Rewrite& r) {
+  Value* x = r.tensor(0, "self");
+  if (x == nullptr || r.output_used(1)) return false;
+  Value* xc = r.b.convert(x, computation_dtype(x->meta()->dtype));
+  Value* negative_part = r.b.primitive("aten::clamp", {xc, Argument(), real(0.0)});
+  Value* tail = r.b.unary(
+      "aten::log1p", r.b.unary("aten::exp", r.b.unary("aten::neg", r.b.unary("aten::abs", xc))));
+  r.results[0] = r.b.binary("aten::sub.Tensor", negative_part, tail);
+  return true;
+}
+
 // ----- normalisation
 
 bool native_layer_norm(Rewrite& r) {
@@ -340,6 +450,47 @@ bool batch_norm_no_training(Rewrite& r) {
   if (!eps) return false;
   return batch_norm_eval(r, r.tensor(0, "input"), r.tensor(1, "weight"), r.tensor(2, "bias"),
                          r.tensor(3, "running_mean"), r.tensor(4, "running_var"), *eps);
+}
+
+// Group norm: statistics over each of `group` groups of channels (with the spatial
+// dimensions); outputs 1 and 2 are mean and rstd of shape [N, group].
+bool native_group_norm(Rewrite& r) {
+  Value* x = r.tensor(0, "input");
+  Value* weight = r.tensor(1, "weight");
+  Value* bias = r.tensor(2, "bias");
+  auto n = r.number(3, "N", -1.0);
+  auto c = r.number(4, "C", -1.0);
+  auto groups = r.number(6, "group", -1.0);
+  auto eps = r.number(7, "eps", 1e-5);
+  if (x == nullptr || !n || !c || !groups || !eps || *groups <= 0 || x->meta()->dim() < 2) {
+    return false;
+  }
+  const TensorMeta& meta = *x->meta();
+  auto batch = static_cast<int64_t>(*n);
+  auto channels = static_cast<int64_t>(*c);
+  auto g = static_cast<int64_t>(*groups);
+  if (batch != meta.sizes[0] || channels != meta.sizes[1] || channels % g != 0 || batch * g == 0) {
+    return false;
+  }
+  int64_t per_group = meta.numel() / (batch * g);
+  Value* xc = r.b.convert(x, computation_dtype(meta.dtype));
+  Value* grouped = r.b.reshape(xc, {batch, g, per_group});
+  Value* mean = r.b.binary("aten::div.Scalar", r.b.sum(grouped, {2}, true),
+                           real(static_cast<double>(per_group)));
+  Value* centred = r.b.binary("aten::sub.Tensor", grouped, mean);
+  Value* squares = r.b.binary("aten::mul.Tensor", centred, centred);
+  Value* var = r.b.binary("aten::div.Scalar", r.b.sum(squares, {2}, true),
+                          real(static_cast<double>(per_group)));
+  Value* rstd = r.b.unary("aten::rsqrt", r.b.binary("aten::add.Scalar", var, real(*eps)));
+  Value* y = r.b.reshape(r.b.binary("aten::mul.Tensor", centred, rstd), meta.sizes);
+  std::vector<int64_t> channel_shape(meta.dim() - 1, 1);
+  channel_shape[0] = channels;
+  if (weight != nullptr) y = r.b.binary("aten::mul.Tensor", y, r.b.reshape(weight, channel_shape));
+  if (bias != nullptr) y = r.b.binary("aten::add.Tensor", y, r.b.reshape(bias, channel_shape));
+  r.results[0] = y;
+  r.results[1] = mean;
+  r.results[2] = rstd;
+  return true;
 }
 
 // softmax and log_softmax along `dim`, computed in float32 for half inputs.
@@ -471,6 +622,31 @@ Value* matrix_product(Rewrite& r, Value* a, Value* b) {
 
 bool is_matrix(const Value* v) { return v != nullptr && v->meta()->dim() == 2; }
 
+bool baddbmm(Rewrite& r) {
+  Value* bias = r.tensor(0, "self");
+  Value* b1 = r.tensor(1, "batch1");
+  Value* b2 = r.tensor(2, "batch2");
+  auto beta = r.scalar(3, "beta", Argument::integer(1));
+  auto alpha = r.scalar(4, "alpha", Argument::integer(1));
+  if (bias == nullptr || b1 == nullptr || b2 == nullptr || b1->meta()->dim() != 3 ||
+      b2->meta()->dim() != 3 || !beta || !alpha) {
+    return false;
+  }
+  const TensorMeta& m1 = *b1->meta();
+  TensorMeta out =
+      TensorMeta::contiguous(m1.dtype, {m1.sizes[0], m1.sizes[1], b2->meta()->sizes[2]}, m1.device,
+                             m1.requires_grad || b2->meta()->requires_grad);
+  Value* product = r.b.node("aten::bmm", {b1, b2}, {ValueType::tensor(out)})->output();
+  if (!is_one(*alpha)) product = r.b.binary("aten::mul.Scalar", product, *alpha);
+  if (is_zero(*beta)) {
+    r.results[0] = product;
+    return true;
+  }
+  Value* addend = is_one(*beta) ? bias : r.b.binary("aten::mul.Scalar", bias, *beta);
+  r.results[0] = r.b.binary("aten::add.Tensor", product, addend);
+  return true;
+}
+
 bool addmm(Rewrite& r) {
   Value* bias = r.tensor(0, "self");
   Value* m1 = r.tensor(1, "mat1");
@@ -544,6 +720,14 @@ bool dropout(Rewrite& r) {
   return true;
 }
 
+// native_dropout outside training: the input (where the caller cannot tell), with the
+// mask (output 1) unused.
+bool native_dropout(Rewrite& r) {
+  auto train = r.flag(2, "train", true);
+  if (!train || *train || r.output_used(1)) return false;
+  return identity_unless_returned(r);
+}
+
 bool to_dtype(Rewrite& r) {
   Value* x = r.tensor(0, "self");
   const Argument* dtype = r.arg(1, "dtype");
@@ -588,10 +772,21 @@ using Decomposition = bool (*)(Rewrite&);
   X("aten::rsub.Scalar", rsub_scalar)                                     \
   X("aten::rsub.Tensor", rsub_tensor)                                     \
   X("aten::square", square)                                               \
+  X("aten::addcmul", addcmul)                                             \
+  X("aten::addcdiv", addcdiv)                                             \
+  X("aten::lerp.Scalar", lerp_scalar)                                     \
+  X("aten::lerp.Tensor", lerp_tensor)                                     \
+  X("aten::clamp_min", clamp_min)                                         \
+  X("aten::clamp_max", clamp_max)                                         \
+  X("aten::clamp_min.Tensor", clamp_min_tensor)                           \
+  X("aten::clamp_max.Tensor", clamp_max_tensor)                           \
+  X("aten::glu", glu)                                                     \
+  X("aten::log_sigmoid_forward", log_sigmoid_forward)                     \
   X("aten::native_layer_norm", native_layer_norm)                         \
   X("aten::layer_norm", native_layer_norm)                                \
   X("aten::native_batch_norm", native_batch_norm)                         \
   X("aten::_native_batch_norm_legit_no_training", batch_norm_no_training) \
+  X("aten::native_group_norm", native_group_norm)                         \
   X("aten::_softmax", softmax_internal)                                   \
   X("aten::softmax.int", softmax_int)                                     \
   X("aten::_log_softmax", log_softmax_internal)                           \
@@ -608,6 +803,8 @@ using Decomposition = bool (*)(Rewrite&);
   X("aten::var_mean.correction", var_mean_correction_op)                  \
   X("aten::dropout", dropout)                                             \
   X("aten::addmm", addmm)                                                 \
+  X("aten::baddbmm", baddbmm)                                             \
+  X("aten::native_dropout", native_dropout)                               \
   X("aten::linear", linear)                                               \
   X("aten::clone", identity_unless_returned)                              \
   X("aten::contiguous", identity_unless_returned)                         \

@@ -172,6 +172,38 @@ graph(%x: f32[4, 8] cpu):
 )");
 }
 
+TEST_CASE("decomposed pointwise composites match ATen", "[graph_passes]") {
+  check_decomposition(R"(
+graph(%x: f32[4, 8] cpu, %y: f32[4, 8] cpu, %z: f32[8] cpu, %w: f32[4, 8] cpu):
+  %0: f32[4, 8] cpu = aten::addcmul(%x, %y, %z, value=0.5)
+  %1: f32[4, 8] cpu = aten::addcdiv(%x, %y, %z)
+  %2: f32[4, 8] cpu = aten::lerp.Scalar(%x, %y, 0.25)
+  %3: f32[4, 8] cpu = aten::lerp.Scalar(%x, %y, 0.75)
+  %4: f32[4, 8] cpu = aten::lerp.Tensor(%x, %y, %w)
+  %5: f32[4, 8] cpu = aten::clamp_min(%x, 0.5)
+  %6: f32[4, 8] cpu = aten::clamp_max(%x, -0.5)
+  %7: f32[4, 8] cpu = aten::clamp_min.Tensor(%x, %z)
+  %8: f32[4, 8] cpu = aten::clamp_max.Tensor(%x, %y)
+  %9: f32[4, 4] cpu = aten::glu(%x)
+  %10: f32[2, 8] cpu = aten::glu(%y, 0)
+  %11: f32[4, 8] cpu, %12: f32[0] cpu = aten::log_sigmoid_forward(%x)
+  %13: f32[4, 8] cpu, %14: bool[4, 8] cpu = aten::native_dropout(%x, 0.3, False)
+  %15: f32[4, 8] cpu = aten::relu(%13)
+  return (%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %15)
+)");
+}
+
+TEST_CASE("decomposed group_norm and baddbmm match ATen", "[graph_passes]") {
+  check_decomposition(R"(
+graph(%x: f32[2, 6, 3, 4] cpu, %w: f32[6] cpu, %b: f32[6] cpu, %s: f32[2, 3, 5] cpu, %b1: f32[2, 3, 4] cpu, %b2: f32[2, 4, 5] cpu):
+  %y: f32[2, 6, 3, 4] cpu, %mean: f32[2, 3] cpu, %rstd: f32[2, 3] cpu = aten::native_group_norm(%x, %w, %b, 2, 6, 12, 3, 1e-05)
+  %z: f32[2, 6, 3, 4] cpu, %m2: f32[2, 1] cpu, %r2: f32[2, 1] cpu = aten::native_group_norm(%x, None, None, 2, 6, 12, 1, 0.001)
+  %p: f32[2, 3, 5] cpu = aten::baddbmm(%s, %b1, %b2, beta=0.5, alpha=2)
+  return (%y, %mean, %rstd, %z, %m2, %r2, %p)
+)",
+                      {"aten::bmm"});
+}
+
 TEST_CASE("decomposed half-precision gelu computes in float", "[graph_passes]") {
   check_decomposition(R"(
 graph(%x: bf16[16] cpu, %y: bf16[16] cpu):
