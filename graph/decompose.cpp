@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "dynvm/graph/check.h"
 #include "dynvm/graph/node_builder.h"
 #include "dynvm/graph/op_properties.h"
 #include "dynvm/graph/primitive_ops.h"
@@ -873,7 +874,14 @@ void decompose(Graph& graph) {
     NodeBuilder builder(graph, node);
     std::vector<Value*> results(node->num_outputs(), nullptr);
     Rewrite rewrite{graph, *node, builder, results};
-    bool applied = decomposition(rewrite);
+    bool applied = false;
+    try {
+      applied = decomposition(rewrite);
+    } catch (const InternalError&) {
+      // Arguments the primitives reject (sizes that do not broadcast, a dtype the rules
+      // do not cover): keep the node, an extern call, rather than fail the compilation.
+      applied = false;
+    }
     for (size_t i = 0; applied && i < results.size(); ++i) {
       if (results[i] == nullptr && node->output(i)->has_uses()) applied = false;
     }

@@ -350,6 +350,34 @@ graph(%x: f32[4] cpu, %y: f64[4] cpu):
 )");
 }
 
+TEST_CASE("functionalization tells copies from aliases and handles several inputs",
+          "[graph_passes]") {
+  // reshape of a transposed tensor copies: writing the copy leaves the input alone.
+  check_functionalization(R"(
+graph(%x: f32[3, 4] cpu):
+  %t: f32[4, 3]{1, 4} cpu = aten::t(%x)
+  %r: f32[12] cpu = aten::reshape(%t, [-1])
+  %m: f32[12] cpu = aten::mul_.Scalar(%r, 2)
+  %c: f32[3, 4] cpu = aten::contiguous(%x)
+  %a: f32[3, 4] cpu = aten::add_.Scalar(%c, 1)
+  return (%r, %t)
+)");
+  // Two inputs written through several views each, in any order.
+  check_functionalization(R"(
+graph(%x: f32[3, 4] cpu, %y: f32[4] cpu, %z: f32[4] cpu):
+  %row: f32[4] cpu = aten::select.int(%x, 0, 1)
+  %col: f32[3] cpu = aten::select.int(%x, 1, 2)
+  %0: f32[4] cpu = aten::add_.Tensor(%row, %y, alpha=1)
+  %1: f32[3] cpu = aten::mul_.Scalar(%col, -1)
+  %2: f32[4] cpu = aten::copy_(%y, %row)
+  %3: f32[4] cpu = aten::exp(%row)
+  %4: f32[2, 2] cpu = aten::view(%y, [2, 2])
+  %5: f32[2, 2] cpu = aten::sigmoid_(%4)
+  %6: f32[4] cpu = aten::add.Tensor(%y, %z, alpha=1)
+  return (%3, %6, %col, %4)
+)");
+}
+
 // Runs a lowered program as the runtime would: fused groups through their extracted
 // graphs, every other outer node on its own, both through the eager backend.
 std::vector<at::Tensor> run_program(const graph::FusionProgram& program,
