@@ -23,6 +23,9 @@ struct Rewrite {
   const Node& node;
   NodeBuilder& b;
   std::vector<Value*>& results;
+  // Some node writes a tensor (functionalization left it): a copy may then not become
+  // an alias.
+  bool graph_mutates;
 
   const Argument* arg(size_t index, std::string_view name) const {
     if (index < node.args().size()) return &node.arg(index);
@@ -704,7 +707,7 @@ bool is_private_temporary(const Value* x) {
 // temporary instead of its copy is fine.
 bool identity_unless_returned(Rewrite& r) {
   Value* x = r.tensor(0, "self");
-  if (x == nullptr) return false;
+  if (x == nullptr || r.graph_mutates) return false;
   if (r.any_output_returned() &&
       (!is_private_temporary(x) || r.node.op() == "aten::alias" || r.node.op() == "aten::detach")) {
     return false;
@@ -853,6 +856,32 @@ bool has_tensor_metadata(const Node& node) {
   return ok && node.num_outputs() > 0;
 }
 
+// Whether a node writes a tensor before the trailing write-back block that
+// functionalization leaves (copies into graph inputs, views of their results), which
+// only writes inputs after everything else has read them. Eval-mode batch_norm writes
+// nothing; an opaque operator may write any tensor it is given.
+bool writes_tensors_before_write_back(const std::vector<Node*>& nodes) {
+  size_t end = nodes.size();
+  while (end > 0) {
+    const Node* node = nodes[end - 1];
+    bool write_back = node->op() == "aten::copy_" && !node->args().empty() &&
+                      node->arg(0).is_value() && node->arg(0).as_value()->is_input();
+    if (!write_back && !op_properties(node->op()).is_view()) break;
+    --end;
+  }
+  for (size_t i = 0; i < end; ++i) {
+    const Node* node = nodes[i];
+    OpProperties props = op_properties(node->op());
+    bool eval_batch_norm = node->op() == "aten::native_batch_norm" && node->args().size() > 5 &&
+                           node->arg(5).kind() == Argument::Kind::Bool && !node->arg(5).as_bool();
+    bool reads_tensor = false;
+    node->for_each_input(
+        [&](const Value* v) { reads_tensor = reads_tensor || v->kind() != ValueKind::Int; });
+    if (props.known_namespace ? props.mutates && !eval_batch_norm : reads_tensor) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<std::string_view> decomposed_ops() {
@@ -866,6 +895,7 @@ std::vector<std::string_view> decomposed_ops() {
 void decompose(Graph& graph) {
   std::vector<Node*> nodes;
   for (Node* node : graph.nodes()) nodes.push_back(node);
+  bool graph_mutates = writes_tensors_before_write_back(nodes);
   for (Node* node : nodes) {
     Decomposition decomposition = find_decomposition(node->op());
     if (decomposition == nullptr || !has_tensor_metadata(*node)) continue;
@@ -873,7 +903,7 @@ void decompose(Graph& graph) {
     Node* before_first = node->prev();
     NodeBuilder builder(graph, node);
     std::vector<Value*> results(node->num_outputs(), nullptr);
-    Rewrite rewrite{graph, *node, builder, results};
+    Rewrite rewrite{graph, *node, builder, results, graph_mutates};
     bool applied = false;
     try {
       applied = decomposition(rewrite);
