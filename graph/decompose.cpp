@@ -875,8 +875,10 @@ bool writes_tensors_before_write_back(const std::vector<Node*>& nodes) {
     bool eval_batch_norm = node->op() == "aten::native_batch_norm" && node->args().size() > 5 &&
                            node->arg(5).kind() == Argument::Kind::Bool && !node->arg(5).as_bool();
     bool reads_tensor = false;
-    node->for_each_input(
-        [&](const Value* v) { reads_tensor = reads_tensor || v->kind() != ValueKind::Int; });
+    node->for_each_input([&](const Value* v) {
+      reads_tensor =
+          reads_tensor || v->kind() == ValueKind::Tensor || v->kind() == ValueKind::TensorList;
+    });
     if (props.known_namespace ? props.mutates && !eval_batch_norm : reads_tensor) return true;
   }
   return false;
