@@ -441,10 +441,47 @@ bool batch_norm_eval(Rewrite& r, Value* x, Value* weight, Value* bias, Value* me
   return true;
 }
 
+// Training-mode batch norm without running statistics (what functionalization makes of
+// one with them): batch statistics over all dimensions but 1; outputs 1 and 2 are the
+// batch mean and 1 / sqrt(biased variance + eps), each of shape [C].
+bool batch_norm_training(Rewrite& r, double eps) {
+  Value* x = r.tensor(0, "input");
+  Value* weight = r.tensor(1, "weight");
+  Value* bias = r.tensor(2, "bias");
+  if (x == nullptr || x->meta()->dim() < 2) return false;
+  const TensorMeta& meta = *x->meta();
+  size_t rank = meta.dim();
+  std::vector<int64_t> dims = {0};
+  for (size_t d = 2; d < rank; ++d) dims.push_back(static_cast<int64_t>(d));
+  std::vector<int64_t> channel_shape(rank - 1, 1);
+  channel_shape[0] = meta.sizes[1];
+  double count = static_cast<double>(reduced_numel(meta, dims));
+  Value* xc = r.b.convert(x, computation_dtype(meta.dtype));
+  Value* mean = r.b.binary("aten::div.Scalar", r.b.sum(xc, dims, false), real(count));
+  Value* centred = r.b.binary("aten::sub.Tensor", xc, r.b.reshape(mean, channel_shape));
+  Value* var = r.b.binary("aten::div.Scalar",
+                          r.b.sum(r.b.binary("aten::mul.Tensor", centred, centred), dims, false),
+                          real(count));
+  Value* invstd = r.b.unary("aten::rsqrt", r.b.binary("aten::add.Scalar", var, real(eps)));
+  Value* scale = weight == nullptr ? invstd : r.b.binary("aten::mul.Tensor", invstd, weight);
+  Value* y = r.b.binary("aten::mul.Tensor", centred, r.b.reshape(scale, channel_shape));
+  if (bias != nullptr) y = r.b.binary("aten::add.Tensor", y, r.b.reshape(bias, channel_shape));
+  r.results[0] = y;
+  r.results[1] = mean;
+  r.results[2] = invstd;
+  return true;
+}
+
 bool native_batch_norm(Rewrite& r) {
   auto training = r.flag(5, "training", true);
   auto eps = r.number(7, "eps", 1e-5);
-  if (!training || *training || !eps) return false;
+  if (!training || !eps) return false;
+  if (*training) {
+    const Argument* mean = r.arg(3, "running_mean");
+    const Argument* var = r.arg(4, "running_var");
+    if (mean == nullptr || var == nullptr || !mean->is_none() || !var->is_none()) return false;
+    return batch_norm_training(r, *eps);
+  }
   return batch_norm_eval(r, r.tensor(0, "input"), r.tensor(1, "weight"), r.tensor(2, "bias"),
                          r.tensor(3, "running_mean"), r.tensor(4, "running_var"), *eps);
 }
@@ -872,8 +909,11 @@ bool writes_tensors_before_write_back(const std::vector<Node*>& nodes) {
   for (size_t i = 0; i < end; ++i) {
     const Node* node = nodes[i];
     OpProperties props = op_properties(node->op());
-    bool eval_batch_norm = node->op() == "aten::native_batch_norm" && node->args().size() > 5 &&
-                           node->arg(5).kind() == Argument::Kind::Bool && !node->arg(5).as_bool();
+    // batch_norm writes its running statistics in training, when it has them.
+    bool eval_batch_norm =
+        node->op() == "aten::native_batch_norm" && node->args().size() > 5 &&
+        ((node->arg(5).kind() == Argument::Kind::Bool && !node->arg(5).as_bool()) ||
+         (node->arg(3).is_none() && node->arg(4).is_none()));
     bool reads_tensor = false;
     node->for_each_input([&](const Value* v) {
       reads_tensor =

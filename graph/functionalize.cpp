@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "dynvm/graph/check.h"
+#include "dynvm/graph/node_builder.h"
 #include "dynvm/graph/op_properties.h"
 #include "dynvm/graph/primitive_ops.h"
+#include "dynvm/graph/type_promotion.h"
 
 namespace dynvm::graph {
 
@@ -90,11 +92,25 @@ bool node_mutates(const Node& node) {
     });
     return reads_tensor;
   }
-  if (node.op() == "aten::native_batch_norm" && node.args().size() > 5 &&
-      node.arg(5).kind() == Argument::Kind::Bool && !node.arg(5).as_bool()) {
-    return false;
+  if (node.op() == "aten::native_batch_norm" && node.args().size() > 5) {
+    // Writes the running statistics only in training, and only when given them.
+    bool training = node.arg(5).kind() != Argument::Kind::Bool || node.arg(5).as_bool();
+    bool has_stats = !node.arg(3).is_none() || !node.arg(4).is_none();
+    return training && has_stats;
   }
   return props.mutates;
+}
+
+// Batch norm in training with running statistics, which it updates in place:
+// aten::native_batch_norm(x, w, b, running_mean, running_var, True, momentum, eps), or
+// aten::_native_batch_norm_legit with the same arguments.
+bool is_training_batch_norm(const Node& node) {
+  if (node.op() != "aten::native_batch_norm" && node.op() != "aten::_native_batch_norm_legit") {
+    return false;
+  }
+  return node.args().size() == 8 && node.arg(5).kind() == Argument::Kind::Bool &&
+         node.arg(5).as_bool() && node.arg(3).is_value() && node.arg(4).is_value() &&
+         node.num_outputs() == 3;
 }
 
 class Functionalizer {
@@ -228,6 +244,10 @@ class Functionalizer {
       visit_in_place(node);
       return;
     }
+    if (is_training_batch_norm(node)) {
+      visit_training_batch_norm(node);
+      return;
+    }
     if (node_mutates(node)) throw Unsupported{};
     std::optional<bool> alias =
         props.alias == AliasKind::None ? std::optional<bool>(false) : aliases_input(node);
@@ -251,6 +271,61 @@ class Functionalizer {
         start_base(out, copy->output(i));
       }
     }
+  }
+
+  // Batch norm without running statistics (pure), then the statistics' update
+  //   running = running * (1 - momentum) + batch * momentum
+  // with the batch variance unbiased, as ATen computes it, written like any in-place op.
+  void visit_training_batch_norm(const Node& node) {
+    const Value* old_mean = node.arg(3).as_value();
+    const Value* old_var = node.arg(4).as_value();
+    const Argument& momentum_arg = node.arg(6);
+    if (momentum_arg.kind() != Argument::Kind::Double &&
+        momentum_arg.kind() != Argument::Kind::Int) {
+      throw Unsupported{};  // None: a cumulative average
+    }
+    double momentum = momentum_arg.kind() == Argument::Kind::Double
+                          ? momentum_arg.as_double()
+                          : static_cast<double>(momentum_arg.as_int());
+    Value* x = read(node.arg(0).as_value());
+    const TensorMeta* x_meta = x->meta();
+    if (x_meta == nullptr || x_meta->dim() < 2 || old_mean->meta() == nullptr ||
+        old_var->meta() == nullptr) {
+      throw Unsupported{};
+    }
+    std::vector<ValueType> types;
+    for (const Value* out : node.outputs()) types.push_back(out->type());
+    Node* norm = out_.append("aten::native_batch_norm",
+                             {x, map_argument(node.arg(1)), map_argument(node.arg(2)), Argument(),
+                              Argument(), Argument::boolean(true), node.arg(6), node.arg(7)},
+                             std::move(types));
+    for (size_t i = 0; i < 3; ++i) {
+      env_[node.output(i)->id()] = norm->output(i);
+      start_base(node.output(i), norm->output(i));
+    }
+    NodeBuilder b(out_, nullptr);
+    size_t rank = x_meta->dim();
+    int64_t channels = x_meta->sizes[1];
+    std::vector<int64_t> dims = {0};
+    for (size_t d = 2; d < rank; ++d) dims.push_back(static_cast<int64_t>(d));
+    std::vector<int64_t> channel_shape(rank - 1, 1);
+    channel_shape[0] = channels;
+    int64_t count = channels == 0 ? 0 : x_meta->numel() / channels;
+    DType compute = computation_dtype(x_meta->dtype);
+    Value* batch_mean = b.convert(norm->output(1), compute);
+    Value* centred =
+        b.binary("aten::sub.Tensor", b.convert(x, compute), b.reshape(batch_mean, channel_shape));
+    Value* batch_var = b.binary("aten::div.Scalar",
+                                b.sum(b.binary("aten::mul.Tensor", centred, centred), dims, false),
+                                Argument::real(static_cast<double>(count - 1)));
+    auto update = [&](const Value* old, Value* batch) {
+      Value* running = read(old);
+      Value* kept = b.binary("aten::mul.Scalar", running, Argument::real(1.0 - momentum));
+      Value* fresh = b.binary("aten::mul.Scalar", batch, Argument::real(momentum));
+      write(old, b.convert(b.binary("aten::add.Tensor", kept, fresh), old->meta()->dtype));
+    };
+    update(old_mean, batch_mean);
+    update(old_var, batch_var);
   }
 
   // The functional form of an in-place node, given the current value of its target.

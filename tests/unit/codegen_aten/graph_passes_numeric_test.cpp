@@ -350,6 +350,29 @@ graph(%x: f32[4] cpu, %y: f64[4] cpu):
 )");
 }
 
+TEST_CASE("training batch_norm: functional running statistics, then primitives", "[graph_passes]") {
+  const char* text = R"(
+graph(%x: f32[4, 3, 5, 2] cpu, %w: f32[3] cpu, %b: f32[3] cpu, %rm: f32[3] cpu, %pos_rv: f32[3] cpu):
+  %y: f32[4, 3, 5, 2] cpu, %sm: f32[3] cpu, %si: f32[3] cpu = aten::native_batch_norm(%x, %w, %b, %rm, %pos_rv, True, 0.1, 1e-05)
+  %r: f32[4, 3, 5, 2] cpu = aten::relu_(%y)
+  return (%r, %sm, %si)
+)";
+  check_functionalization(text);
+  // The whole pipeline: running statistics written back, everything else fused.
+  graph::Graph original = parse(text);
+  graph::Graph lowered = after_passes(original, {"functionalize", "decompose", "cse", "dce"});
+  check_only_primitives(lowered, {"aten::copy_"});
+  std::vector<at::Tensor> inputs = random_inputs(original);
+  std::vector<at::Tensor> eager_inputs = clones(inputs);
+  std::vector<at::Tensor> lowered_inputs = clones(inputs);
+  std::vector<at::Tensor> expected = build(original)->run(eager_inputs);
+  std::vector<at::Tensor> actual = build(lowered)->run(lowered_inputs);
+  INFO(graph::to_text(lowered));
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(close(expected[i], actual[i]));
+  for (size_t i = 0; i < inputs.size(); ++i) CHECK(close(eager_inputs[i], lowered_inputs[i]));
+  check_metadata(lowered, inputs);
+}
+
 TEST_CASE("functionalization tells copies from aliases and handles several inputs",
           "[graph_passes]") {
   // reshape of a transposed tensor copies: writing the copy leaves the input alone.
