@@ -296,3 +296,34 @@ graph(%x: f32[4] cpu):
   CHECK(log.str().find("[dynvm graph] fusion plan:\n# graph\n") != std::string::npos);
   CHECK(log.str().find("group 0: pointwise, 4 elements, 2 nodes") != std::string::npos);
 }
+
+TEST_CASE("the pipeline lowers every input graph of the pass tests into verified graphs") {
+  size_t lowered = 0;
+  for (const auto& entry :
+       fs::recursive_directory_iterator(fs::path(DYNVM_TEST_DATA_DIR) / "graph")) {
+    if (entry.path().extension() != ".txt") continue;
+    std::ifstream in(entry.path());
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    std::string text = buffer.str();
+    size_t begin = text.find("# input\n");
+    size_t end = text.find("\n# expected");
+    if (begin == std::string::npos || end == std::string::npos) continue;
+    auto graph = parse_graph(text.substr(begin + 8, end - begin - 8));
+    if (!graph) continue;  // the parser's error tests
+    INFO(entry.path().filename().string());
+    PassRunOptions options;
+    options.verify = true;
+    auto program = lower_for_fusion(std::move(graph).value(), options);
+    if (!program) {
+      // Only graphs the verifier rejects may fail.
+      CHECK(program.error().message.find("malformed") != std::string::npos);
+      continue;
+    }
+    ++lowered;
+    CHECK(verify(program->outer).empty());
+    CHECK(topological_order(program->outer).ok());
+    for (const Graph& group : program->groups) CHECK(verify(group).empty());
+  }
+  CHECK(lowered > 20);
+}
