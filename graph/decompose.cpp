@@ -1,6 +1,7 @@
 // Decompositions of composite ATen operators into primitives, one function per operator.
 #include "dynvm/graph/decompose.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -19,7 +20,6 @@ namespace {
 // per node output. A decomposition returns false, having built nothing the graph keeps,
 // when it does not apply; results may stay nullptr only for outputs nothing uses.
 struct Rewrite {
-  const Graph& graph;
   const Node& node;
   NodeBuilder& b;
   std::vector<Value*>& results;
@@ -945,7 +945,7 @@ void decompose(Graph& graph) {
     Node* before_first = node->prev();
     NodeBuilder builder(graph, node);
     std::vector<Value*> results(node->num_outputs(), nullptr);
-    Rewrite rewrite{graph, *node, builder, results, graph_mutates};
+    Rewrite rewrite{*node, builder, results, graph_mutates};
     bool applied = false;
     try {
       applied = decomposition(rewrite);
