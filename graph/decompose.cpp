@@ -388,6 +388,91 @@ bool log_sigmoid_forward(Rewrite& r) {
   return true;
 }
 
+// ----- constants and masks
+
+// A tensor of zeros shaped like `like`, in `dtype`, from primitives alone: nothing
+// compares greater than infinity (NaN neither), so the comparison is all false.
+Value* zeros_like(Rewrite& r, Value* like, DType dtype) {
+  Value* none = r.b.binary("aten::gt.Scalar", like, real(INFINITY));
+  return r.b.convert(none, dtype);
+}
+
+bool real_tensor(const Value* x) {
+  return x != nullptr && x->meta()->dtype != DType::Complex64 &&
+         x->meta()->dtype != DType::Complex128;
+}
+
+// `value` everywhere, shaped like `like`, converted to `dtype` as ATen casts fills.
+Value* filled_like(Rewrite& r, Value* like, const Argument& value, DType dtype) {
+  Value* filled = r.b.binary("aten::add.Scalar", zeros_like(r, like, dtype), value);
+  return r.b.convert(filled, dtype);
+}
+
+// full_like, zeros_like, ones_like: only when they keep the device and layout.
+bool filled(Rewrite& r, Argument value) {
+  Value* x = r.tensor(0, "self");
+  if (!real_tensor(x)) return false;
+  for (const KeywordArgument& k : r.node.kwargs()) {
+    if (k.value.is_none() || k.name == "dtype" ||
+        (k.name == "memory_format" && k.value.kind() == Argument::Kind::MemoryFormat &&
+         k.value.as_memory_format() == MemoryFormat::Preserve)) {
+      continue;
+    }
+    return false;
+  }
+  r.results[0] = filled_like(r, x, value, r.out_meta(0).dtype);
+  return true;
+}
+
+bool full_like(Rewrite& r) {
+  auto value = r.scalar(1, "fill_value", Argument());
+  if (!value || value->is_none()) return false;
+  return filled(r, *value);
+}
+bool zeros_like_op(Rewrite& r) { return filled(r, Argument::integer(0)); }
+bool ones_like_op(Rewrite& r) { return filled(r, Argument::integer(1)); }
+
+bool masked_fill_scalar(Rewrite& r) {
+  Value* x = r.tensor(0, "self");
+  Value* mask = r.tensor(1, "mask");
+  auto value = r.scalar(2, "value", Argument());
+  if (!real_tensor(x) || mask == nullptr || !value || value->is_none()) return false;
+  Value* fill = filled_like(r, x, *value, x->meta()->dtype);
+  r.results[0] = r.b.primitive("aten::where.self", {mask, fill, x});
+  return true;
+}
+
+bool where_scalar_other(Rewrite& r) {
+  Value* condition = r.tensor(0, "condition");
+  Value* x = r.tensor(1, "self");
+  auto other = r.scalar(2, "other", Argument());
+  if (condition == nullptr || !real_tensor(x) || !other || other->is_none()) return false;
+  Value* fill = r.b.binary("aten::add.Scalar", zeros_like(r, x, x->meta()->dtype), *other);
+  r.results[0] = r.b.primitive("aten::where.self", {condition, x, fill});
+  return true;
+}
+
+bool where_scalar_self(Rewrite& r) {
+  Value* condition = r.tensor(0, "condition");
+  auto self = r.scalar(1, "self", Argument());
+  Value* other = r.tensor(2, "other");
+  if (condition == nullptr || !real_tensor(other) || !self || self->is_none()) return false;
+  Value* fill = r.b.binary("aten::add.Scalar", zeros_like(r, other, other->meta()->dtype), *self);
+  r.results[0] = r.b.primitive("aten::where.self", {condition, fill, other});
+  return true;
+}
+
+bool threshold(Rewrite& r) {
+  Value* x = r.tensor(0, "self");
+  auto limit = r.scalar(1, "threshold", Argument());
+  auto value = r.scalar(2, "value", Argument());
+  if (!real_tensor(x) || !limit || limit->is_none() || !value || value->is_none()) return false;
+  Value* below = r.b.binary("aten::le.Scalar", x, *limit);
+  r.results[0] =
+      r.b.primitive("aten::where.self", {below, filled_like(r, x, *value, x->meta()->dtype), x});
+  return true;
+}
+
 // ----- normalisation
 
 bool native_layer_norm(Rewrite& r) {
@@ -574,6 +659,27 @@ bool mean_over(Rewrite& r, Value* x, const std::vector<int64_t>& dims, bool keep
   auto n = static_cast<double>(reduced_numel(*x->meta(), *wrapped));
   Value* xc = r.b.convert(r.b.convert(x, start), computation_dtype(start));
   r.results[0] = r.b.binary("aten::div.Scalar", r.b.sum(xc, *wrapped, keepdim), real(n));
+  return true;
+}
+
+// log(sum(exp(x - m))) + m with m the maximum, taken as 0 where it is infinite (so rows
+// of -inf give -inf, not NaN), as ATen does.
+bool logsumexp(Rewrite& r) {
+  Value* x = r.tensor(0, "self");
+  auto dims = r.ints(1, "dim");
+  auto keepdim = r.flag(2, "keepdim", false);
+  if (x == nullptr || !is_floating(x->meta()->dtype) || !dims || !keepdim) return false;
+  auto wrapped = reduced_dims(*dims, x->meta()->dim());
+  if (!wrapped) return false;
+  Value* xc = r.b.convert(x, computation_dtype(x->meta()->dtype));
+  Value* maximum = r.b.amax(xc, *wrapped, true);
+  Value* infinite = r.b.binary("aten::eq.Scalar", r.b.unary("aten::abs", maximum), real(INFINITY));
+  Value* shift = r.b.primitive("aten::where.self",
+                               {infinite, zeros_like(r, maximum, maximum->meta()->dtype), maximum});
+  Value* total = r.b.sum(r.b.unary("aten::exp", r.b.binary("aten::sub.Tensor", xc, shift)),
+                         *wrapped, *keepdim);
+  Value* logs = r.b.unary("aten::log", total);
+  r.results[0] = r.b.binary("aten::add.Tensor", logs, r.b.reshape(shift, logs->meta()->sizes));
   return true;
 }
 
@@ -822,6 +928,13 @@ using Decomposition = bool (*)(Rewrite&);
   X("aten::clamp_min.Tensor", clamp_min_tensor)                           \
   X("aten::clamp_max.Tensor", clamp_max_tensor)                           \
   X("aten::glu", glu)                                                     \
+  X("aten::full_like", full_like)                                         \
+  X("aten::zeros_like", zeros_like_op)                                    \
+  X("aten::ones_like", ones_like_op)                                      \
+  X("aten::masked_fill.Scalar", masked_fill_scalar)                       \
+  X("aten::where.ScalarOther", where_scalar_other)                        \
+  X("aten::where.ScalarSelf", where_scalar_self)                          \
+  X("aten::threshold", threshold)                                         \
   X("aten::log_sigmoid_forward", log_sigmoid_forward)                     \
   X("aten::native_layer_norm", native_layer_norm)                         \
   X("aten::layer_norm", native_layer_norm)                                \
@@ -832,6 +945,7 @@ using Decomposition = bool (*)(Rewrite&);
   X("aten::softmax.int", softmax_int)                                     \
   X("aten::_log_softmax", log_softmax_internal)                           \
   X("aten::log_softmax.int", log_softmax_int)                             \
+  X("aten::logsumexp", logsumexp)                                         \
   X("aten::mean.dim", mean_dim)                                           \
   X("aten::mean", mean_all)                                               \
   X("aten::sum", sum_all)                                                 \

@@ -193,6 +193,25 @@ graph(%x: f32[4, 8] cpu, %y: f32[4, 8] cpu, %z: f32[8] cpu, %w: f32[4, 8] cpu):
 )");
 }
 
+TEST_CASE("decomposed fills, masks and logsumexp match ATen", "[graph_passes]") {
+  check_decomposition(R"(
+graph(%x: f32[4, 8] cpu, %n: i32[4, 8] cpu, %m: bool[8] cpu):
+  %0: f32[4, 8] cpu = aten::full_like(%x, 2.5)
+  %1: i32[4, 8] cpu = aten::full_like(%n, 2.5)
+  %2: f64[4, 8] cpu = aten::zeros_like(%x, dtype=torch.float64)
+  %3: i32[4, 8] cpu = aten::ones_like(%n, memory_format=torch.preserve_format)
+  %4: f32[4, 8] cpu = aten::masked_fill.Scalar(%x, %m, -inf)
+  %5: i32[4, 8] cpu = aten::masked_fill.Scalar(%n, %m, 7.9)
+  %6: f32[4, 8] cpu = aten::where.ScalarOther(%m, %x, 0.5)
+  %7: i32[4, 8] cpu = aten::where.ScalarSelf(%m, 3, %n)
+  %8: f32[4, 8] cpu = aten::threshold(%x, 0.1, 20)
+  %9: f32[4] cpu = aten::logsumexp(%x, [1])
+  %10: f32[1, 8] cpu = aten::logsumexp(%4, [0], True)
+  %11: f32[4] cpu = aten::logsumexp(%4, [1])
+  return (%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11)
+)");
+}
+
 TEST_CASE("decomposed group_norm and baddbmm match ATen", "[graph_passes]") {
   check_decomposition(R"(
 graph(%x: f32[2, 6, 3, 4] cpu, %w: f32[6] cpu, %b: f32[6] cpu, %s: f32[2, 3, 5] cpu, %b1: f32[2, 3, 4] cpu, %b2: f32[2, 4, 5] cpu):
