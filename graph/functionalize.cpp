@@ -113,6 +113,33 @@ bool is_training_batch_norm(const Node& node) {
          node.num_outputs() == 3;
 }
 
+// X(in-place operator, functional twin) where the twin is not the name without '_':
+// random in-place ops, whose twins ATen names differently.
+#define DYNVM_FUNCTIONAL_TWINS(X)                        \
+  X("aten::bernoulli_.float", "aten::bernoulli.p")       \
+  X("aten::bernoulli_.Tensor", "aten::bernoulli.Tensor") \
+  X("aten::uniform_", "aten::uniform")                   \
+  X("aten::normal_", "aten::normal_functional")
+
+// The out-of-place operator computing what the in-place `op` writes: "aten::add_.Tensor"
+// → "aten::add.Tensor"; empty when there is none (other random in-place ops, names that
+// do not follow the convention).
+std::string functional_twin(const std::string& op) {
+#define DYNVM_FUNCTIONAL_TWIN(in_place, twin) \
+  if (op == in_place) return twin;
+  DYNVM_FUNCTIONAL_TWINS(DYNVM_FUNCTIONAL_TWIN)
+#undef DYNVM_FUNCTIONAL_TWIN
+  if (op_properties(op).random) return {};
+  auto name = parse_op_name(op);
+  if (!name || name->base.size() < 2 || name->base.front() == '_' || name->base.back() != '_') {
+    return {};
+  }
+  std::string functional =
+      std::string(name->ns) + "::" + std::string(name->base.substr(0, name->base.size() - 1));
+  if (!name->overload.empty()) functional += "." + std::string(name->overload);
+  return functional;
+}
+
 class Functionalizer {
  public:
   explicit Functionalizer(const Graph& old)
@@ -362,15 +389,14 @@ class Functionalizer {
       if (fill.is_none()) throw Unsupported{};
       return out_.append("aten::full_like", {self, fill}, {self_type})->output();
     }
-    auto name = parse_op_name(op);
-    if (!name || name->base.size() < 2 || name->base.front() == '_' || name->base.back() != '_') {
+    std::string functional = functional_twin(op);
+    OpProperties props = op_properties(functional);
+    // Random twins are fine (they draw as the in-place op would); writing or aliasing ones
+    // are no functional form.
+    if (functional.empty() || props.mutates || props.effectful || !props.known_namespace ||
+        props.may_alias_input()) {
       throw Unsupported{};
     }
-    std::string functional =
-        std::string(name->ns) + "::" + std::string(name->base.substr(0, name->base.size() - 1));
-    if (!name->overload.empty()) functional += "." + std::string(name->overload);
-    OpProperties props = op_properties(functional);
-    if (!props.is_pure() || props.may_alias_input()) throw Unsupported{};
     std::vector<Argument> args = map_arguments(node.args(), /*skip_first=*/true);
     args[0] = self;
     std::vector<KeywordArgument> kwargs = map_keywords(node.kwargs());
