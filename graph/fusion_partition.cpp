@@ -97,7 +97,7 @@ std::optional<Signature> node_signature(const Node& node) {
     s.reduction_numel = s.numel == 0 ? 0 : in.numel() / s.numel;
     s.reduced_sizes = in.sizes;
     auto rank = static_cast<int64_t>(in.dim());
-    const Argument& dims = node.args().size() > 1 ? node.arg(1) : Argument();
+    Argument dims = node.args().size() > 1 ? node.arg(1) : Argument();
     if (dims.is_list() && !dims.as_list().empty()) {
       for (const Argument& d : dims.as_list()) {
         int64_t dim = d.kind() == Argument::Kind::Int ? d.as_int() : 0;
