@@ -327,3 +327,25 @@ TEST_CASE("the pipeline lowers every input graph of the pass tests into verified
   }
   CHECK(lowered > 20);
 }
+
+TEST_CASE("a scalar value read inside a group becomes a group input") {
+  Graph g = parse(R"(
+graph(%x: f32[6] cpu, %n: int):
+  %0: f32[6] cpu = aten::relu(%x)
+  %1: f32[2, 3] cpu = aten::view(%0, [%n, 3])
+  %2: f32[2, 3] cpu = aten::neg(%1)
+  return (%2)
+)");
+  FusionPlan plan = partition_for_fusion(g);
+  REQUIRE(plan.groups.size() == 1);
+  CHECK(to_text(extract_group(g, plan.groups[0])) == R"(graph(%in0: f32[6] cpu, %in1: int):
+  %0: f32[6] cpu = aten::relu(%in0)
+  %1: f32[2, 3] cpu = aten::view(%0, [%in1, 3])
+  %2: f32[2, 3] cpu = aten::neg(%1)
+  return (%2)
+)");
+  CHECK(to_text(build_outer_graph(g, plan)) == R"(graph(%x: f32[6] cpu, %n: int):
+  %0: f32[2, 3] cpu = dynvm::fused(%x, %n, group=0)
+  return (%0)
+)");
+}
