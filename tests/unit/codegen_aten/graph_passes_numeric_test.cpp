@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -421,10 +422,25 @@ graph(%x: f32[3, 4] cpu, %y: f32[4] cpu, %z: f32[4] cpu):
 }
 
 // Runs a lowered program as the runtime would: fused groups through their extracted
-// graphs, every other outer node on its own, both through the eager backend.
+// graphs, every other outer node on its own, both through the eager backend. Every value
+// the memory plan assigns a slot is copied into that slot's bytes and read from there,
+// so two values wrongly sharing a slot while both are live give wrong results.
 std::vector<at::Tensor> run_program(const graph::FusionProgram& program,
                                     const std::vector<at::Tensor>& inputs) {
   const graph::Graph& outer = program.outer;
+  std::vector<at::Tensor> slots;
+  for (const graph::BufferSlot& slot : program.memory.slots) {
+    slots.push_back(at::empty({slot.bytes}, at::kByte));
+  }
+  auto place = [&](const graph::Value* v, const at::Tensor& result) {
+    const graph::BufferAssignment* assigned = program.memory.find(*v);
+    if (assigned == nullptr || result.numel() == 0) return result;
+    const graph::TensorMeta& meta = *v->meta();
+    at::Tensor typed = slots[assigned->slot].view(scalar_type(meta.dtype));
+    at::Tensor in_slot = typed.as_strided(meta.sizes, meta.strides, 0);
+    in_slot.copy_(result);
+    return in_slot;
+  };
   std::vector<at::Tensor> values(outer.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) values[outer.inputs()[i]->id()] = inputs[i];
   for (const graph::Node* node : outer.nodes()) {
@@ -466,7 +482,9 @@ std::vector<at::Tensor> run_program(const graph::FusionProgram& program,
       results = build(single)->run(args);
     }
     REQUIRE(results.size() == node->num_outputs());
-    for (size_t i = 0; i < results.size(); ++i) values[node->output(i)->id()] = results[i];
+    for (size_t i = 0; i < results.size(); ++i) {
+      values[node->output(i)->id()] = place(node->output(i), results[i]);
+    }
   }
   std::vector<at::Tensor> outputs;
   for (const graph::Value* v : outer.outputs()) outputs.push_back(values[v->id()]);
@@ -614,6 +632,98 @@ TEST_CASE("primitive metadata rules agree with ATen", "[graph_passes]") {
       CHECK(out[k].strides().vec() == meta.strides);
     }
   }
+}
+
+}  // namespace
+}  // namespace dynvm::codegen
+
+namespace dynvm::codegen {
+namespace {
+
+// A random graph of pointwise ops with broadcasting, reductions, expand views and extern
+// matrix products over values of shapes [4, 8], [8] and [4, 1].
+graph::Graph random_graph(std::mt19937& rng) {
+  using graph::Argument;
+  graph::Graph g;
+  auto tensor = [](std::vector<int64_t> sizes) {
+    return graph::ValueType::tensor(graph::TensorMeta::contiguous(graph::DType::Float32, sizes));
+  };
+  std::vector<graph::Value*> pool = {g.add_input("x", tensor({4, 8})),
+                                     g.add_input("y", tensor({8})),
+                                     g.add_input("z", tensor({4, 1}))};
+  graph::Value* w = g.add_input("w", tensor({8, 8}));
+  graph::NodeBuilder b(g, nullptr);
+  auto pick = [&]() {
+    return pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)];
+  };
+  auto pick_sized = [&](const std::vector<int64_t>& sizes) -> graph::Value* {
+    std::vector<graph::Value*> fits;
+    for (graph::Value* v : pool) {
+      if (v->meta()->sizes == sizes) fits.push_back(v);
+    }
+    if (fits.empty()) return nullptr;
+    return fits[std::uniform_int_distribution<size_t>(0, fits.size() - 1)(rng)];
+  };
+  const char* unary[] = {"aten::tanh", "aten::sigmoid", "aten::neg", "aten::relu", "aten::abs"};
+  const char* binary[] = {"aten::add.Tensor", "aten::mul.Tensor", "aten::sub.Tensor",
+                          "aten::maximum"};
+  int count = std::uniform_int_distribution<int>(12, 30)(rng);
+  for (int i = 0; i < count; ++i) {
+    int choice = std::uniform_int_distribution<int>(0, 9)(rng);
+    graph::Value* v = nullptr;
+    if (choice <= 2) {
+      v = b.unary(unary[std::uniform_int_distribution<int>(0, 4)(rng)], pick());
+    } else if (choice <= 5) {
+      v = b.binary(binary[std::uniform_int_distribution<int>(0, 3)(rng)], pick(), pick());
+    } else if (choice == 6) {
+      v = b.binary("aten::mul.Scalar", pick(), Argument::real(0.5));
+    } else if (choice == 7) {
+      graph::Value* full = pick_sized({4, 8});
+      if (full == nullptr) continue;
+      bool rows = std::uniform_int_distribution<int>(0, 1)(rng) == 0;
+      bool use_max = std::uniform_int_distribution<int>(0, 1)(rng) == 0;
+      v = use_max ? b.amax(full, {rows ? 1 : 0}, rows) : b.sum(full, {rows ? 1 : 0}, rows);
+    } else if (choice == 8) {
+      graph::Value* column = pick_sized({4, 1});
+      if (column == nullptr) continue;
+      v = b.primitive("aten::expand", {column, Argument::int_list({4, 8})});
+    } else {
+      graph::Value* full = pick_sized({4, 8});
+      if (full == nullptr) continue;
+      v = b.node("aten::mm", {b.unary("aten::tanh", full), w}, {tensor({4, 8})})->output();
+    }
+    pool.push_back(v);
+  }
+  std::vector<graph::Value*> outputs = {pool.back()};
+  for (int k = 0; k < 2; ++k) {
+    graph::Value* extra = pick();
+    if (!extra->is_input() && std::find(outputs.begin(), outputs.end(), extra) == outputs.end()) {
+      outputs.push_back(extra);
+    }
+  }
+  g.set_outputs(outputs);
+  return g;
+}
+
+TEST_CASE("random graphs: lowered programs match the original", "[graph_passes]") {
+  std::mt19937 rng(1234);
+  size_t groups = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    graph::Graph original = random_graph(rng);
+    INFO("trial " << trial << "\n" << graph::to_text(original));
+    graph::PassRunOptions options;
+    options.verify = true;
+    auto program = graph::lower_for_fusion(original.clone(), options);
+    if (!program) FAIL(program.error().message);
+    groups += program->groups.size();
+    std::vector<at::Tensor> inputs = random_inputs(original);
+    std::vector<at::Tensor> expected = build(original)->run(clones(inputs));
+    std::vector<at::Tensor> actual = run_program(*program, clones(inputs));
+    REQUIRE(expected.size() == actual.size());
+    INFO(graph::to_text(*program));
+    for (size_t i = 0; i < expected.size(); ++i) CHECK(close(expected[i], actual[i]));
+  }
+  CHECK(groups > 40);
 }
 
 }  // namespace
