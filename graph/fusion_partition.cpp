@@ -32,6 +32,8 @@ struct Signature {
   // all reductions of a group walk their elements in the same rows and columns.
   std::vector<int64_t> reduced_sizes;
   std::vector<int64_t> reduced_dims;
+  // The iteration space: the reduced tensor's sizes, or a pointwise node's output sizes.
+  std::vector<int64_t> sizes;
   Device device;
   bool has_compute = false;  // holds a pointwise or reduction node (not only views)
 };
@@ -90,12 +92,14 @@ std::optional<Signature> node_signature(const Node& node) {
   Signature s;
   s.device = out.device;
   s.numel = out.numel();
+  s.sizes = out.sizes;
   s.has_compute = kind != PrimitiveKind::View;
   if (kind == PrimitiveKind::Reduction) {
     const TensorMeta& in = *node.arg(0).as_value()->meta();
     s.reduction = true;
     s.reduction_numel = s.numel == 0 ? 0 : in.numel() / s.numel;
     s.reduced_sizes = in.sizes;
+    s.sizes = in.sizes;
     auto rank = static_cast<int64_t>(in.dim());
     Argument dims = node.args().size() > 1 ? node.arg(1) : Argument();
     if (dims.is_list() && !dims.as_list().empty()) {
@@ -229,6 +233,8 @@ class Partitioner {
         group.kind = s.reduction ? FusionGroupKind::Reduction : FusionGroupKind::Pointwise;
         group.numel = s.numel;
         group.reduction_numel = s.reduction ? s.reduction_numel : 1;
+        group.sizes = s.sizes;
+        group.reduction_dims = s.reduced_dims;
         plan.groups.push_back(std::move(group));
       }
       plan.group_of_node[node->id()] = group_of_root[root];
@@ -404,11 +410,18 @@ std::string to_text(const Graph& graph, const FusionPlan& plan) {
   ValueNames names(graph);
   std::string text;
   for (const FusionGroup& group : plan.groups) {
+    auto list = [](const std::vector<int64_t>& items) {
+      std::string out = "[";
+      for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + std::to_string(items[i]);
+      return out + "]";
+    };
     text += "group " + std::to_string(group.id) + ": " +
-            std::string(fusion_group_kind_name(group.kind)) + ", " + std::to_string(group.numel);
-    if (group.kind == FusionGroupKind::Reduction)
-      text += " x " + std::to_string(group.reduction_numel);
-    text += " elements, " + std::to_string(group.nodes.size()) +
+            std::string(fusion_group_kind_name(group.kind)) + " " + list(group.sizes);
+    if (group.kind == FusionGroupKind::Reduction) {
+      text += " over " + list(group.reduction_dims) + " (" + std::to_string(group.numel) + " x " +
+              std::to_string(group.reduction_numel) + ")";
+    }
+    text += ", " + std::to_string(group.nodes.size()) +
             (group.nodes.size() == 1 ? " node" : " nodes") + "\n  inputs: (";
     for (size_t i = 0; i < group.inputs.size(); ++i)
       text += (i ? ", " : "") + names(group.inputs[i]);

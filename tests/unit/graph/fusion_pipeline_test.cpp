@@ -159,6 +159,8 @@ graph(%x: f32[4, 6] cpu):
   CHECK(plan.groups[0].kind == FusionGroupKind::Reduction);
   CHECK(plan.groups[0].numel == 6);
   CHECK(plan.groups[0].reduction_numel == 4);
+  CHECK(plan.groups[0].sizes == std::vector<int64_t>{4, 6});
+  CHECK(plan.groups[0].reduction_dims == std::vector<int64_t>{0});
   CHECK(plan.groups[0].nodes.size() == 3);  // exp, sum over rows, neg
   CHECK(plan.groups[1].numel == 4);
   CHECK(plan.groups[1].reduction_numel == 6);
@@ -294,7 +296,7 @@ graph(%x: f32[4] cpu):
   REQUIRE(program.ok());
   CHECK(log.str().find("[dynvm graph] before functionalize:") != std::string::npos);
   CHECK(log.str().find("[dynvm graph] fusion plan:\n# graph\n") != std::string::npos);
-  CHECK(log.str().find("group 0: pointwise, 4 elements, 2 nodes") != std::string::npos);
+  CHECK(log.str().find("group 0: pointwise [4], 2 nodes") != std::string::npos);
 }
 
 TEST_CASE("the pipeline lowers every input graph of the pass tests into verified graphs") {

@@ -29,7 +29,11 @@ struct FusionGroup {
   size_t id = 0;
   FusionGroupKind kind = FusionGroupKind::Pointwise;
   int64_t numel = 0;
-  int64_t reduction_numel = 1;        // 1 for pointwise groups
+  int64_t reduction_numel = 1;  // 1 for pointwise groups
+  // The iteration space: a pointwise group's full-size node output sizes, or the sizes
+  // of the tensors its reductions reduce, with the reduced dimensions (sorted).
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> reduction_dims;
   std::vector<const Node*> nodes;     // program order
   std::vector<const Value*> inputs;   // defined outside the group, in order of first use
   std::vector<const Value*> outputs;  // used outside the group or returned, program order
