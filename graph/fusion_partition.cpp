@@ -152,6 +152,7 @@ class Partitioner {
       });
       for (const Node* p : producers) try_merge(find(p->id()), find(node->id()));
     }
+    inline_broadcast_operands();
     return make_plan();
   }
 
@@ -173,6 +174,44 @@ class Partitioner {
     members_[a].insert(members_[a].end(), members_[b].begin(), members_[b].end());
     members_[b].clear();
     signature_[a] = *merged;
+  }
+
+  // A small pointwise group whose results only one larger group reads (batch norm's
+  // per-channel scale, a bias computed from parameters) joins that group: its values
+  // broadcast into the group's iteration space, and a kernel is saved. No cycle can
+  // result, since nothing else reads the small group.
+  void inline_broadcast_operands() {
+    for (const Node* node : live_) {
+      if (!candidate_[node->id()] || find(node->id()) != node->id()) continue;
+      size_t small = node->id();
+      const Signature& s = signature_[small];
+      if (s.reduction || !s.has_compute) continue;
+      std::optional<size_t> reader;
+      bool single_reader = true;
+      for (const Node* member : members_[small]) {
+        for (const Value* out : member->outputs()) {
+          if (out->num_output_uses() > 0) single_reader = false;
+          for (const Node* user : out->users()) {
+            if (!candidate_[user->id()]) {
+              single_reader = false;
+              continue;
+            }
+            size_t u = find(user->id());
+            if (u == small) continue;
+            if (reader && *reader != u) single_reader = false;
+            reader = u;
+          }
+        }
+      }
+      if (!single_reader || !reader) continue;
+      const Signature& big = signature_[*reader];
+      int64_t full = big.reduction ? big.numel * big.reduction_numel : big.numel;
+      if (epoch_[small] != epoch_[*reader] || s.device != big.device || s.numel >= full) continue;
+      parent_[small] = *reader;
+      members_[*reader].insert(members_[*reader].end(), members_[small].begin(),
+                               members_[small].end());
+      members_[small].clear();
+    }
   }
 
   // The unit of a live node: its group's root for candidates, itself otherwise.

@@ -17,11 +17,14 @@ namespace dynvm::graph {
 inline constexpr std::string_view kFusedOp = "dynvm::fused";
 
 enum class FusionGroupKind : uint8_t {
-  Pointwise,  // every node computes `numel` elements (views included)
+  Pointwise,  // nodes compute `numel` elements (views included)
   Reduction,  // reductions of `numel` rows of `reduction_numel` elements each, all over
               // the same dimensions of tensors of the same sizes; the other nodes
               // compute numel * reduction_numel elements or numel elements
 };
+// Either kind may also hold broadcast operands: small pointwise nodes read only inside
+// the group (batch norm's per-channel scale), computing fewer elements than the group
+// iterates over; their results broadcast like the group's smaller inputs.
 
 std::string_view fusion_group_kind_name(FusionGroupKind kind);
 
