@@ -351,3 +351,29 @@ graph(%x: f32[6] cpu, %n: int):
   return (%0)
 )");
 }
+
+TEST_CASE("a small pointwise group joins the one group that reads it, not two") {
+  std::string one_reader = R"(
+graph(%x: f32[4, 8] cpu, %s: f32[8] cpu, %w: f32[8, 8] cpu):
+  %0: f32[8] cpu = aten::sigmoid(%s)
+  %1: f32[4, 8] cpu = aten::mul.Tensor(%x, %0)
+  %2: f32[4, 8] cpu = aten::relu(%1)
+  return (%2)
+)";
+  Graph g = parse(one_reader);
+  FusionPlan plan = partition_for_fusion(g);
+  REQUIRE(plan.groups.size() == 1);
+  CHECK(plan.groups[0].nodes.size() == 3);
+  CHECK(plan.groups[0].sizes == std::vector<int64_t>{4, 8});
+
+  Graph two = parse(R"(
+graph(%x: f32[4, 8] cpu, %s: f32[8] cpu, %w: f32[8, 8] cpu):
+  %0: f32[8] cpu = aten::sigmoid(%s)
+  %1: f32[4, 8] cpu = aten::mul.Tensor(%x, %0)
+  %2: f32[4, 8] cpu = aten::mm(%1, %w)
+  %3: f32[4, 8] cpu = aten::add.Tensor(%2, %0, alpha=1)
+  return (%3)
+)");
+  FusionPlan split = partition_for_fusion(two);
+  CHECK(split.groups.size() == 3);
+}
