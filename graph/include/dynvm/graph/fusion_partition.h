@@ -2,6 +2,7 @@
 // each extractable as a standalone Graph, and the outer graph that calls them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -75,7 +76,8 @@ Graph build_outer_graph(const Graph& graph, const FusionPlan& plan);
 // graph. Deterministic, for tests and logs.
 std::string to_text(const Graph& graph, const FusionPlan& plan);
 
-// Graphviz options drawing the plan's groups as clusters and marking extern calls.
+// Graphviz options drawing the plan's groups as clusters and marking extern calls; they
+// refer to `plan`, which must outlive them.
 DotOptions fusion_dot_options(const FusionPlan& plan);
 
 }  // namespace dynvm::graph
