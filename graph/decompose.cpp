@@ -442,6 +442,17 @@ bool masked_fill_scalar(Rewrite& r) {
   return true;
 }
 
+bool masked_fill_tensor(Rewrite& r) {
+  Value* x = r.tensor(0, "self");
+  Value* mask = r.tensor(1, "mask");
+  Value* value = r.tensor(2, "value");
+  if (!real_tensor(x) || mask == nullptr || value == nullptr || value->meta()->dim() != 0) {
+    return false;
+  }
+  r.results[0] = r.b.primitive("aten::where.self", {mask, r.b.convert(value, x->meta()->dtype), x});
+  return true;
+}
+
 bool where_scalar_other(Rewrite& r) {
   Value* condition = r.tensor(0, "condition");
   Value* x = r.tensor(1, "self");
@@ -932,6 +943,7 @@ using Decomposition = bool (*)(Rewrite&);
   X("aten::zeros_like", zeros_like_op)                                    \
   X("aten::ones_like", ones_like_op)                                      \
   X("aten::masked_fill.Scalar", masked_fill_scalar)                       \
+  X("aten::masked_fill.Tensor", masked_fill_tensor)                       \
   X("aten::where.ScalarOther", where_scalar_other)                        \
   X("aten::where.ScalarSelf", where_scalar_self)                          \
   X("aten::threshold", threshold)                                         \

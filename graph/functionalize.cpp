@@ -421,6 +421,14 @@ class Functionalizer {
   }
 
   void visit_in_place(const Node& node) {
+    if (node.op() == "aten::detach_" && node.num_outputs() == 1 && !node.args().empty() &&
+        node.arg(0).is_value()) {
+      // Changes autograd metadata only: the result is the target, contents unchanged.
+      const Value* target = node.arg(0).as_value();
+      info_[node.output()->id()] = info_[target->id()];
+      env_[node.output()->id()] = read(target);
+      return;
+    }
     if (node.args().empty() || !node.arg(0).is_value() ||
         node.arg(0).as_value()->kind() != ValueKind::Tensor || node.num_outputs() > 1) {
       throw Unsupported{};

@@ -209,7 +209,9 @@ graph(%x: f32[4, 8] cpu, %n: i32[4, 8] cpu, %m: bool[8] cpu):
   %9: f32[4] cpu = aten::logsumexp(%x, [1])
   %10: f32[1, 8] cpu = aten::logsumexp(%4, [0], True)
   %11: f32[4] cpu = aten::logsumexp(%4, [1])
-  return (%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11)
+  %12: f64[] cpu = aten::sum(%x, dtype=torch.float64)
+  %13: i32[4, 8] cpu = aten::masked_fill.Tensor(%n, %m, %12)
+  return (%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %13)
 )");
 }
 
@@ -417,7 +419,9 @@ graph(%x: f32[3, 4] cpu, %y: f32[4] cpu, %z: f32[4] cpu):
   %4: f32[2, 2] cpu = aten::view(%y, [2, 2])
   %5: f32[2, 2] cpu = aten::sigmoid_(%4)
   %6: f32[4] cpu = aten::add.Tensor(%y, %z, alpha=1)
-  return (%3, %6, %col, %4)
+  %7: f32[4] cpu = aten::detach_(%z)
+  %8: f32[4] cpu = aten::mul_.Tensor(%7, %6)
+  return (%3, %6, %col, %4, %8)
 )");
 }
 
