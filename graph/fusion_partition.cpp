@@ -256,6 +256,30 @@ class Partitioner {
     return false;
   }
 
+  // A view of a group value that only nodes outside the group read leaves the group:
+  // the group outputs the viewed value and ATen makes the view for free, so the group's
+  // outputs keep the shapes of its iteration space. Last to first, so chains of views
+  // at the boundary all leave.
+  static void trim_boundary_views(FusionPlan& plan, FusionGroup& group) {
+    int id = static_cast<int>(group.id);
+    for (auto it = group.nodes.rbegin(); it != group.nodes.rend(); ++it) {
+      const Node* node = *it;
+      if (primitive_kind(*node) != PrimitiveKind::View || !node->arg(0).is_value()) continue;
+      const Node* producer = node->arg(0).as_value()->producer();
+      if (producer == nullptr || plan.group_of(*producer) != id) continue;
+      bool read_inside = false;
+      for (const Node* user : node->output()->users()) {
+        read_inside = read_inside || plan.group_of(*user) == id;
+      }
+      if (!read_inside) plan.group_of_node[node->id()] = -1;
+    }
+    std::vector<const Node*> kept;
+    for (const Node* node : group.nodes) {
+      if (plan.group_of(*node) == id) kept.push_back(node);
+    }
+    group.nodes = std::move(kept);
+  }
+
   FusionPlan make_plan() {
     FusionPlan plan;
     plan.group_of_node.assign(graph_.num_node_ids(), -1);
@@ -279,6 +303,7 @@ class Partitioner {
       plan.group_of_node[node->id()] = group_of_root[root];
       plan.groups[static_cast<size_t>(group_of_root[root])].nodes.push_back(node);
     }
+    for (FusionGroup& group : plan.groups) trim_boundary_views(plan, group);
     for (FusionGroup& group : plan.groups) {
       int id = static_cast<int>(group.id);
       for (const Node* node : group.nodes) {

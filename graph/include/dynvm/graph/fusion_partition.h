@@ -57,7 +57,8 @@ struct FusionPlan {
 // pointwise producers and consumers (a whole softmax or layer_norm is one group). A merge
 // that would let a path leave a group and come back (through an extern node or another
 // group) is refused, so the outer graph stays acyclic. Groups of views alone are not
-// made: views outside groups run through ATen, where they cost nothing. Nodes with side
+// made, and views of group values read only outside the group leave it: views outside
+// groups run through ATen, where they cost nothing. Nodes with side
 // effects (mutations functionalization left, write-back copies, random draws, opaque
 // calls) are barriers: no group spans one, and the outer graph keeps every node between
 // the same barriers as before.
