@@ -582,6 +582,14 @@ bool native_batch_norm(Rewrite& r) {
                          r.tensor(3, "running_mean"), r.tensor(4, "running_var"), *eps);
 }
 
+// torch 2.x without running statistics: (input, weight, bias, training, momentum, eps).
+bool batch_norm_no_stats(Rewrite& r) {
+  auto training = r.flag(3, "training", true);
+  auto eps = r.number(5, "eps", 1e-5);
+  if (!training || !*training || !eps) return false;
+  return batch_norm_training(r, *eps);
+}
+
 bool batch_norm_no_training(Rewrite& r) {
   auto eps = r.number(6, "eps", 1e-5);
   if (!eps) return false;
@@ -952,6 +960,8 @@ using Decomposition = bool (*)(Rewrite&);
   X("aten::layer_norm", native_layer_norm)                                \
   X("aten::native_batch_norm", native_batch_norm)                         \
   X("aten::_native_batch_norm_legit_no_training", batch_norm_no_training) \
+  X("aten::_native_batch_norm_legit", native_batch_norm)                  \
+  X("aten::_native_batch_norm_legit.no_stats", batch_norm_no_stats)       \
   X("aten::native_group_norm", native_group_norm)                         \
   X("aten::_softmax", softmax_internal)                                   \
   X("aten::softmax.int", softmax_int)                                     \
