@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "dynvm/graph/fusion_partition.h"
 #include "dynvm/graph/graph_printer.h"
 #include "dynvm/graph/value_names.h"
 
@@ -51,9 +52,19 @@ std::string to_dot(const Graph& graph, const DotOptions& options) {
     size_t position = order.size();
     order.push_back(node);
     for (const Value* v : node->outputs()) source_of[v->id()] = "n" + std::to_string(position);
+    bool is_extern = options.is_extern && options.is_extern(*node);
+    const Argument* fused_group = node->op() == kFusedOp ? node->kwarg("group") : nullptr;
     std::string label = node->op();
+    std::string style;
+    if (fused_group != nullptr && fused_group->kind() == Argument::Kind::Int) {
+      label = "fused group " + std::to_string(fused_group->as_int());
+      style = ", style=\"filled,bold\", fillcolor=lightyellow";
+    } else if (is_extern) {
+      label = "extern " + label;
+      style = ", style=filled, fillcolor=lightsalmon";
+    }
     for (const Value* v : node->outputs()) label += "\n" + names(v) + ": " + to_text(v->type());
-    out += "  n" + std::to_string(position) + " [label=\"" + escape(label) + "\"];\n";
+    out += "  n" + std::to_string(position) + " [label=\"" + escape(label) + "\"" + style + "];\n";
     int group = options.group_of ? options.group_of(*node) : -1;
     if (group >= 0) groups[group].push_back(position);
   }

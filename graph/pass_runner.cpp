@@ -8,6 +8,8 @@
 #include "dynvm/graph/check.h"
 #include "dynvm/graph/common_subexpression_elimination.h"
 #include "dynvm/graph/dead_code_elimination.h"
+#include "dynvm/graph/decompose.h"
+#include "dynvm/graph/functionalize.h"
 #include "dynvm/graph/graph_printer.h"
 #include "dynvm/graph/verify.h"
 
@@ -16,9 +18,11 @@ namespace dynvm::graph {
 namespace {
 
 // X(name used in pass lists and test files, function). The one list of passes.
-#define DYNVM_GRAPH_PASSES(X)     \
-  X("dce", dead_code_elimination) \
-  X("cse", common_subexpression_elimination)
+#define DYNVM_GRAPH_PASSES(X)                \
+  X("dce", dead_code_elimination)            \
+  X("cse", common_subexpression_elimination) \
+  X("functionalize", functionalize)          \
+  X("decompose", decompose)
 
 using PassFunction = void (*)(Graph&);
 

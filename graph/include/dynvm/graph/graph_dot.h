@@ -1,4 +1,5 @@
-// Graphviz export of a graph: inputs, operator nodes with their output types, outputs.
+// Graphviz export of a graph: inputs, operator nodes with their output types, outputs,
+// fused groups as clusters and extern calls marked.
 #pragma once
 
 #include <functional>
@@ -13,9 +14,14 @@ struct DotOptions {
   // Nodes given the same non-negative group are drawn in one cluster (a fused group);
   // a negative group, or no function, draws the node on its own.
   std::function<int(const Node&)> group_of;
+  // Nodes for which this returns true are extern calls (run through ATen, not fused):
+  // drawn filled in salmon, their label starting "extern".
+  std::function<bool(const Node&)> is_extern;
 };
 
-// A `digraph` in the DOT language; deterministic for a given graph.
+// A `digraph` in the DOT language; deterministic for a given graph. Calls of fused groups
+// in an outer graph (`dynvm::fused`, fusion_partition.h) are drawn as bold yellow boxes
+// labelled with their group.
 std::string to_dot(const Graph& graph, const DotOptions& options = {});
 
 }  // namespace dynvm::graph

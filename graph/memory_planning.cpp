@@ -1,0 +1,152 @@
+// Linear-scan buffer assignment over program positions.
+#include "dynvm/graph/memory_planning.h"
+
+#include <algorithm>
+
+#include "dynvm/graph/fusion_partition.h"
+#include "dynvm/graph/op_properties.h"
+#include "dynvm/graph/value_names.h"
+
+namespace dynvm::graph {
+
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+// Bytes spanned by a tensor's elements, rounded up to kAlignment.
+int64_t storage_bytes(const TensorMeta& meta) {
+  int64_t extent = 1;
+  for (size_t i = 0; i < meta.dim(); ++i) {
+    if (meta.sizes[i] == 0) return 0;
+    extent += (meta.sizes[i] - 1) * std::max<int64_t>(meta.strides[i], 0);
+  }
+  int64_t bytes = extent * dtype_itemsize(meta.dtype);
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+// Whether a node's outputs are fresh storage (not views of, or writes into, its inputs).
+bool makes_fresh_outputs(const Node& node) {
+  if (node.op() == kFusedOp) return true;
+  OpProperties props = op_properties(node.op());
+  return props.known_namespace && props.alias == AliasKind::None && !props.in_place &&
+         !props.out_variant;
+}
+
+}  // namespace
+
+int64_t MemoryPlan::slot_bytes() const {
+  int64_t total = 0;
+  for (const BufferSlot& s : slots) total += s.bytes;
+  return total;
+}
+
+int64_t MemoryPlan::buffer_bytes() const {
+  int64_t total = 0;
+  for (const BufferAssignment& b : buffers) total += b.bytes;
+  return total;
+}
+
+const BufferAssignment* MemoryPlan::find(const Value& value) const {
+  for (const BufferAssignment& b : buffers) {
+    if (b.value_id == value.id()) return &b;
+  }
+  return nullptr;
+}
+
+MemoryPlan plan_memory(const Graph& graph) {
+  // The storage root of every value: itself for fresh tensors, its base for views and
+  // for anything else that may share storage with its first tensor argument.
+  std::vector<size_t> root(graph.num_values());
+  for (size_t i = 0; i < root.size(); ++i) root[i] = i;
+  std::vector<const Node*> order;
+  for (const Node* node : graph.nodes()) {
+    order.push_back(node);
+    if (makes_fresh_outputs(*node)) continue;
+    const Value* base = nullptr;
+    node->for_each_input([&](const Value* v) {
+      if (base == nullptr && v->kind() == ValueKind::Tensor) base = v;
+    });
+    if (base == nullptr) continue;
+    for (const Value* out : node->outputs()) root[out->id()] = root[base->id()];
+  }
+  // Last use of every root, and which roots the caller keeps.
+  std::vector<size_t> last_use(graph.num_values(), 0);
+  std::vector<size_t> defined_at(graph.num_values(), 0);
+  std::vector<bool> planned(graph.num_values(), false);
+  std::vector<bool> returned(graph.num_values(), false);
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    const Node* node = order[pos];
+    node->for_each_input(
+        [&](const Value* v) { last_use[root[v->id()]] = std::max(last_use[root[v->id()]], pos); });
+    for (const Value* out : node->outputs()) {
+      if (root[out->id()] != out->id() || out->meta() == nullptr) continue;
+      planned[out->id()] = true;
+      defined_at[out->id()] = pos;
+      last_use[out->id()] = std::max(last_use[out->id()], pos);
+    }
+  }
+  for (const Value* out : graph.outputs()) returned[root[out->id()]] = true;
+
+  MemoryPlan plan;
+  std::vector<bool> slot_free;
+  std::vector<std::vector<size_t>> releases(order.size());  // by position: slots freed after it
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    for (const Value* out : order[pos]->outputs()) {
+      if (!planned[out->id()]) continue;
+      if (returned[out->id()]) {
+        plan.caller_owned.push_back(out->id());
+        continue;
+      }
+      const TensorMeta& meta = *out->meta();
+      int64_t bytes = storage_bytes(meta);
+      // Best fit among free slots of the device; a new slot when none is large enough.
+      std::optional<size_t> best;
+      for (size_t s = 0; s < plan.slots.size(); ++s) {
+        if (!slot_free[s] || plan.slots[s].device != meta.device || plan.slots[s].bytes < bytes)
+          continue;
+        if (!best || plan.slots[s].bytes < plan.slots[*best].bytes) best = s;
+      }
+      if (!best) {
+        best = plan.slots.size();
+        plan.slots.push_back(BufferSlot{plan.slots.size(), meta.device, bytes});
+        slot_free.push_back(false);
+      }
+      slot_free[*best] = false;
+      plan.buffers.push_back(BufferAssignment{out->id(), *best, bytes, pos, last_use[out->id()]});
+      releases[last_use[out->id()]].push_back(*best);
+    }
+    // Freed only after the node ran: a node never writes a slot it reads.
+    for (size_t s : releases[pos]) slot_free[s] = true;
+  }
+  return plan;
+}
+
+std::string to_text(const Graph& graph, const MemoryPlan& plan) {
+  ValueNames names(graph);
+  std::string text = "memory: " + std::to_string(plan.slots.size()) +
+                     (plan.slots.size() == 1 ? " slot, " : " slots, ") +
+                     std::to_string(plan.slot_bytes()) + " bytes (" +
+                     std::to_string(plan.buffer_bytes()) + " without reuse)\n";
+  for (const BufferSlot& slot : plan.slots) {
+    text += "  slot " + std::to_string(slot.id) + ": " + std::to_string(slot.bytes) + " bytes " +
+            to_string(slot.device) + ":";
+    bool first = true;
+    for (const BufferAssignment& b : plan.buffers) {
+      if (b.slot != slot.id) continue;
+      text += std::string(first ? " " : ", ") + names(graph.value(b.value_id)) + " [" +
+              std::to_string(b.defined_at) + "-" + std::to_string(b.last_use) + "]";
+      first = false;
+    }
+    text += "\n";
+  }
+  if (!plan.caller_owned.empty()) {
+    text += "  caller-owned:";
+    for (size_t i = 0; i < plan.caller_owned.size(); ++i) {
+      text += std::string(i ? ", " : " ") + names(graph.value(plan.caller_owned[i]));
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+}  // namespace dynvm::graph
