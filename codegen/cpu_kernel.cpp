@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <utility>
 
 #include "dynvm/codegen/coalesce_loops.h"
@@ -104,14 +105,25 @@ std::vector<at::Tensor> CpuKernel::run(const std::vector<at::Tensor>& inputs) co
     buffers.push_back(outputs.back().data_ptr());
   }
   CpuKernelFunction function = compiled_.function;
-  void** args = buffers.data();
   int64_t extent = kernel_.parallel_extent();
   int64_t grain = std::max<int64_t>(1, kGrainElements / work_per_iteration_);
+  // Each chunk of the parallel loop gets its own temporaries (row scratch space).
+  auto run_chunk = [&](int64_t begin, int64_t end) {
+    std::vector<void*> args = buffers;
+    std::vector<std::unique_ptr<char[]>> temps;
+    for (const LoopBuffer& b : kernel_.buffers) {
+      if (b.role != BufferRole::Temp) continue;
+      size_t bytes = static_cast<size_t>(std::max<int64_t>(b.num_elements, 1)) *
+                     static_cast<size_t>(std::max(graph::dtype_itemsize(b.dtype), 1));
+      temps.emplace_back(new char[bytes]);
+      args.push_back(temps.back().get());
+    }
+    function(args.data(), nullptr, begin, end);
+  };
   if (extent <= grain) {
-    function(args, nullptr, 0, extent);
+    run_chunk(0, extent);
   } else {
-    at::parallel_for(0, extent, grain,
-                     [&](int64_t begin, int64_t end) { function(args, nullptr, begin, end); });
+    at::parallel_for(0, extent, grain, run_chunk);
   }
   return outputs;
 }

@@ -398,21 +398,14 @@ class GroupLowering {
     }
     if (!root_) open_loop(1);
     Block* row_block = current_;
+    // Reductions first, in program order, so that the row temporaries they fill exist
+    // before the full-shape loop reads them.
+    for (const Node* node : group_.nodes()) {
+      if (is_reduction(node->op())) emit(node->output(0), row_value_index(node->output(0), row_index));
+    }
     for (size_t i = 0; i < group_.outputs().size(); ++i) {
       if (!output_is_row_[i]) continue;
-      const Value* out = group_.outputs()[i];
-      const std::vector<int64_t>& sizes = meta_of(out).sizes;
-      Index index;
-      size_t next_row_dim = 0;
-      for (int64_t s : sizes) {
-        if (s == 1) {
-          index.push_back(constant_index(0));
-          continue;
-        }
-        while (next_row_dim < row_rank_ && full_sizes_[next_row_dim] == 1) ++next_row_dim;
-        index.push_back(row_index.at(next_row_dim++));
-      }
-      store_output(i, index);
+      store_output(i, row_value_index(group_.outputs()[i], row_index));
     }
     bool any_full = std::find(output_is_row_.begin(), output_is_row_.end(), false) !=
                     output_is_row_.end();
@@ -432,6 +425,22 @@ class GroupLowering {
     for (size_t i = 0; i < group_.outputs().size(); ++i) {
       if (!output_is_row_[i]) store_output(i, full_index);
     }
+  }
+
+  // The index of a row-shaped value (the row dims, with or without kept size-1 dims).
+  Index row_value_index(const Value* v, const Index& row_index) const {
+    Index index;
+    size_t next_row_dim = 0;
+    for (int64_t s : meta_of(v).sizes) {
+      if (s == 1) {
+        index.push_back(constant_index(0));
+        continue;
+      }
+      while (next_row_dim < row_rank_ && full_sizes_[next_row_dim] == 1) ++next_row_dim;
+      if (next_row_dim >= row_rank_) unsupported("a reduction result that is not row-shaped");
+      index.push_back(row_index.at(next_row_dim++));
+    }
+    return index;
   }
 
   void store_output(size_t i, const Index& index) {
@@ -617,7 +626,10 @@ class GroupLowering {
       auto it = b->memo.find(key);
       if (it != b->memo.end()) return it->second;
     }
-    ValueId result = v->is_input() ? emit_load(v, index) : emit_node(*v->producer(), v, index);
+    std::optional<ValueId> saved = load_row_temp(v, index);
+    ValueId result = saved            ? *saved
+                     : v->is_input() ? emit_load(v, index)
+                                     : emit_node(*v->producer(), v, index);
     // Reductions memoize themselves in their host block.
     if (!v->is_input() && is_reduction(v->producer()->op())) return result;
     current_->memo[key] = result;
@@ -803,7 +815,11 @@ class GroupLowering {
       in_index[d].terms.push_back({var, 1});
     }
     current_ = body;
-    ValueId element = cast(emit(input, in_index), acc);
+    ValueId computed = emit(input, in_index);
+    if (!reduce->vars.empty() && worth_saving(input, dims)) {
+      save_row_temp(input, in_index, computed, host);
+    }
+    ValueId element = cast(computed, acc);
     current_ = saved;
     ValueId result;
     if (reduce->vars.empty()) {
@@ -831,6 +847,81 @@ class GroupLowering {
     host->memo[key] = result;
     return result;
   }
+
+  // --- row temporaries ------------------------------------------------------------------
+  // A value a reduction consumes over a whole row and that other nodes read again (softmax's
+  // exp) is stored into a row-sized temporary while reducing; later reads in the same row
+  // load it instead of recomputing it.
+
+  static bool is_expensive(const Value* v, int depth = 0) {
+    if (v->is_input() || depth > 32) return false;
+    const std::string& op = v->producer()->op();
+    if (is_reduction(op)) return false;
+    static const std::set<std::string> kExpensive = {
+        "aten::exp",  "aten::log",   "aten::tanh", "aten::erf",   "aten::sigmoid",
+        "aten::sin",  "aten::cos",   "aten::log1p", "aten::expm1", "aten::pow.Tensor_Scalar",
+        "aten::div.Tensor", "aten::div.Scalar"};
+    if (kExpensive.count(op)) return true;
+    bool any = false;
+    v->producer()->for_each_input([&](const Value* in) { any = any || is_expensive(in, depth + 1); });
+    return any;
+  }
+
+  bool worth_saving(const Value* v, const std::vector<int64_t>& dims) const {
+    if (v->is_input() || row_temps_.count(v)) return false;
+    // Only whole rows: the reduced dims are exactly the inner dims of the iteration space.
+    if (meta_of(v).sizes != full_sizes_ || dims.size() != full_sizes_.size() - row_rank_) {
+      return false;
+    }
+    return (v->users().size() > 1 || v->num_output_uses() > 0) && is_expensive(v);
+  }
+
+  AffineIndex inner_offset(const Index& index) const {
+    std::vector<int64_t> inner(full_sizes_.begin() + static_cast<std::ptrdiff_t>(row_rank_),
+                               full_sizes_.end());
+    std::vector<int64_t> strides = row_major(inner);
+    AffineIndex offset;
+    for (size_t d = 0; d < inner.size(); ++d) {
+      if (inner[d] != 1) add_into(offset, scaled(index[row_rank_ + d], strides[d]));
+    }
+    return offset;
+  }
+
+  void save_row_temp(const Value* v, const Index& index, ValueId value, Block* host) {
+    std::vector<int64_t> inner(full_sizes_.begin() + static_cast<std::ptrdiff_t>(row_rank_),
+                               full_sizes_.end());
+    int32_t buffer = static_cast<int32_t>(kernel_.buffers.size());
+    int64_t count = 1;
+    for (int64_t s : inner) count *= s;
+    std::string name = "row" + std::to_string(row_temps_.size());
+    for (const LoopBuffer& b : kernel_.buffers) {
+      if (b.name == name) name += "_";
+    }
+    kernel_.buffers.push_back({name, type_of(value), BufferRole::Temp, count});
+    insert(current_, make_store(buffer, inner_offset(index), value));
+    Index row(index.begin(), index.begin() + static_cast<std::ptrdiff_t>(row_rank_));
+    row_temps_[v] = RowTemp{buffer, host, index_key(row)};
+  }
+
+  std::optional<ValueId> load_row_temp(const Value* v, const Index& index) {
+    auto it = row_temps_.find(v);
+    if (it == row_temps_.end() || index.size() != full_sizes_.size()) return std::nullopt;
+    Index row(index.begin(), index.begin() + static_cast<std::ptrdiff_t>(row_rank_));
+    if (index_key(row) != it->second.row_key) return std::nullopt;
+    bool visible = false;
+    for (Block* b = current_; b; b = b->parent) visible = visible || b == it->second.host;
+    if (!visible) return std::nullopt;
+    DType type = kernel_.buffers[static_cast<size_t>(it->second.buffer)].dtype;
+    return append(current_,
+                  make_load(define_value(current_), type, it->second.buffer, inner_offset(index)));
+  }
+
+  struct RowTemp {
+    int32_t buffer = -1;
+    Block* host = nullptr;  // the row block the temporary is valid in
+    std::string row_key;    // index_key of the row part of the index it was saved at
+  };
+  std::map<const Value*, RowTemp> row_temps_;
 
   // For view operators: the index into the viewed tensor; nullopt for other operators.
   std::optional<Index> view_source_index(const Node& node, const Index& index) {

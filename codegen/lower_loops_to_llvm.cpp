@@ -382,6 +382,14 @@ class LlvmEmitter {
         }
       }
     }
+    if (!uniform && s.op == LoopOp::Div && is_float(operand) && !is_storage_only(operand) &&
+        !in[1]->vector && !in[1]->linear) {
+      // Division by a loop-invariant value: one scalar reciprocal, then multiplications
+      // (within 1 ulp of the division; ATen's softmax scales the same way).
+      Value* reciprocal = b_.CreateFDiv(one(operand, nullptr), in[1]->value);
+      set(s.result, {b_.CreateFMul(as_vector(*in[0]), splat(reciprocal)), true, false, 0}, s.type);
+      return;
+    }
     std::vector<Value*> args;
     for (const Emitted* e : in) args.push_back(uniform ? e->value : as_vector(*e));
     set(s.result, {apply(s.op, s.type, operand, args), !uniform, false, 0}, s.type);
@@ -596,8 +604,13 @@ class LlvmEmitter {
     int64_t inner = s.extents.back();
     bool vector = vectorizable(s.body, false, inner);
     llvm::Type* vtype = llvm::FixedVectorType::get(type, static_cast<unsigned>(lanes_));
-    llvm::AllocaInst* vacc = vector ? entry_alloca(vtype) : nullptr;
-    if (vector) b_.CreateStore(reduce_init(s.reduce, t, llvm::UndefValue::get(vtype)), vacc);
+    // Independent vector accumulators break the dependency chain of the combine.
+    int unroll = vector && inner >= 4 * lanes_ ? 4 : 1;
+    std::vector<llvm::AllocaInst*> vaccs;
+    for (int u = 0; vector && u < unroll; ++u) {
+      vaccs.push_back(entry_alloca(vtype));
+      b_.CreateStore(reduce_init(s.reduce, t, llvm::UndefValue::get(vtype)), vaccs.back());
+    }
 
     auto accumulate = [&](llvm::AllocaInst* into, llvm::Type* ty) {
       const Emitted& y = get(s.yield);
@@ -605,9 +618,20 @@ class LlvmEmitter {
       if (ty != vtype && (y.vector || y.linear)) value = b_.CreateExtractElement(as_vector(y), uint64_t{0});
       b_.CreateStore(combine(s.reduce, t, b_.CreateLoad(ty, into), value), into);
     };
+    auto vector_body = [&](ValueId var, Value* iv, int copies) {
+      cur_lanes_ = lanes_;
+      for (int u = 0; u < copies; ++u) {
+        Value* base = u == 0 ? iv : b_.CreateAdd(iv, b_.getInt64(static_cast<uint64_t>(u * lanes_)));
+        set(var, {base, false, true, 1}, DType::Int64);
+        emit_block(s.body);
+        accumulate(vaccs[static_cast<size_t>(u)], vtype);
+      }
+      cur_lanes_ = 1;
+    };
     std::function<void(size_t)> level = [&](size_t k) {
       ValueId var = s.vars[k];
-      Value* extent = b_.getInt64(static_cast<uint64_t>(s.extents[k]));
+      int64_t n = s.extents[k];
+      Value* extent = b_.getInt64(static_cast<uint64_t>(n));
       auto scalar_body = [&](Value* iv) {
         set(var, {iv, false, false, 0}, DType::Int64);
         if (k + 1 < s.vars.size()) {
@@ -621,18 +645,23 @@ class LlvmEmitter {
         loop(b_.getInt64(0), extent, 1, scalar_body, false);
         return;
       }
-      Value* rest = loop(b_.getInt64(0), extent, lanes_, [&](Value* iv) {
-        cur_lanes_ = lanes_;
-        set(var, {iv, false, true, 1}, DType::Int64);
-        emit_block(s.body);
-        accumulate(vacc, vtype);
-        cur_lanes_ = 1;
-      }, false);
-      if (s.extents[k] % lanes_ != 0) loop(rest, extent, 1, scalar_body, true);
+      int64_t step = static_cast<int64_t>(unroll) * lanes_;
+      Value* rest = loop(b_.getInt64(0), extent, step,
+                         [&](Value* iv) { vector_body(var, iv, unroll); }, false);
+      if (unroll > 1 && (n % step) >= lanes_) {
+        rest = loop(rest, extent, lanes_, [&](Value* iv) { vector_body(var, iv, 1); }, true);
+      }
+      if (n % lanes_ != 0) loop(rest, extent, 1, scalar_body, true);
     };
     level(0);
     Value* result = b_.CreateLoad(type, acc);
-    if (vector) result = combine(s.reduce, t, horizontal(s.reduce, t, b_.CreateLoad(vtype, vacc)), result);
+    if (vector) {
+      Value* lanes = b_.CreateLoad(vtype, vaccs[0]);
+      for (size_t u = 1; u < vaccs.size(); ++u) {
+        lanes = combine(s.reduce, t, lanes, b_.CreateLoad(vtype, vaccs[u]));
+      }
+      result = combine(s.reduce, t, horizontal(s.reduce, t, lanes), result);
+    }
     set(s.result, {result, false, false, 0}, t);
   }
 
