@@ -80,7 +80,8 @@ inline std::unique_ptr<CpuKernel> check_against_aten(const std::string& text, in
     INFO("output " << i);
     CHECK(actual[i].scalar_type() == expected[i].scalar_type());
     CHECK(actual[i].sizes() == expected[i].sizes());
-    CHECK(actual[i].strides() == expected[i].strides());
+    // Laid out as the group says (eager may pick another layout for the same values).
+    CHECK(actual[i].strides().vec() == group.outputs()[i]->meta()->strides);
     double rtol = 1e-5;
     double atol = 1e-5;
     switch (actual[i].scalar_type()) {
