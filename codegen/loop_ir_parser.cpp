@@ -157,6 +157,7 @@ class Parser {
   }
 
   graph::DType dtype() {
+    skip_space();
     size_t start = pos_;
     std::string name = word();
     std::optional<graph::DType> type = graph::parse_dtype_short_name(name);
@@ -179,6 +180,7 @@ class Parser {
     expect("[");
     buffer.num_elements = integer();
     expect("]");
+    skip_space();
     size_t start = pos_;
     std::optional<BufferRole> role = parse_role(word());
     if (!role) {
@@ -298,10 +300,12 @@ class Parser {
       expect(":");
       stmt->type = dtype();
       expect("=");
+      skip_space();
       size_t start = pos_;
       std::string op_name = word();
       if (op_name == "reduce") {
         stmt->kind = LoopStmtKind::Reduce;
+        skip_space();
         size_t kind_start = pos_;
         std::optional<ReduceKind> kind = parse_reduce_kind(word());
         if (!kind) {
