@@ -30,7 +30,8 @@ double median_ms(const std::function<void()>& fn, int repeats = 30, int warmup =
     auto start = std::chrono::steady_clock::now();
     fn();
     times.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
@@ -161,9 +162,10 @@ int main() {
     }
     std::sort(cold_ms.begin(), cold_ms.end());
     std::sort(warm_ms.begin(), warm_ms.end());
-    std::printf("compile softmax kernel: cold %.1f ms (median of 5), warm disk cache %.2f ms, "
-                "LLVM compilations on warm cache: %lld\n",
-                cold_ms[2], warm_ms[2], static_cast<long long>(compiled_in_warm));
+    std::printf(
+        "compile softmax kernel: cold %.1f ms (median of 5), warm disk cache %.2f ms, "
+        "LLVM compilations on warm cache: %lld\n",
+        cold_ms[2], warm_ms[2], static_cast<long long>(compiled_in_warm));
     auto g = compile(kGelu, cold);
     std::printf("compile gelu kernel (after the cache above): %.1f ms, compiled: %s\n",
                 g->compile_milliseconds(), g->compilation().compiled ? "yes" : "no (cached)");

@@ -53,8 +53,8 @@ bool logs_enabled(std::string_view topic) {
   size_t start = 0;
   while (start <= all.size()) {
     size_t comma = all.find(',', start);
-    std::string_view item = all.substr(start, comma == std::string_view::npos ? all.size() - start
-                                                                            : comma - start);
+    std::string_view item =
+        all.substr(start, comma == std::string_view::npos ? all.size() - start : comma - start);
     if (item == topic || item == "all") return true;
     if (comma == std::string_view::npos) break;
     start = comma + 1;
@@ -90,7 +90,8 @@ HostJit* create_host_jit() {
   std::vector<std::string> items;
   for (const auto& f : features) items.push_back((f.second ? "+" : "-") + f.first().str());
   std::sort(items.begin(), items.end());
-  for (const std::string& item : items) host->features += (host->features.empty() ? "" : ",") + item;
+  for (const std::string& item : items)
+    host->features += (host->features.empty() ? "" : ",") + item;
   host->cpu = llvm::sys::getHostCPUName().str();
   auto has = [&](const char* name) { return features.count(name) && features.lookup(name); };
   host->lanes = has("avx512f") ? 16 : has("avx2") || has("avx") ? 8 : 4;
@@ -140,7 +141,8 @@ void optimize(llvm::Module& module, llvm::TargetMachine& target_machine) {
   builder.registerFunctionAnalyses(fam);
   builder.registerLoopAnalyses(lam);
   builder.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager passes = builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  llvm::ModulePassManager passes =
+      builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
   passes.run(module, mam);
 }
 
@@ -161,7 +163,7 @@ struct LoadedKernel {
 };
 
 Expected<LoadedKernel> load_object(HostJit& host, const std::string& bytes,
-                                        const std::string& symbol) {
+                                   const std::string& symbol) {
   auto library = host.jit->createJITDylib("dynvm_kernels_" + std::to_string(host.next_library++));
   if (!library) return make_error(llvm_error(library.takeError()));
   library->addToLinkOrder(host.jit->getMainJITDylib());
@@ -215,8 +217,8 @@ Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
   int lanes = options.vector_lanes > 0 ? options.vector_lanes : host.lanes;
   std::string text = to_text(kernel);
   std::string key = content_hash(text + "\n" + host.cpu + " " + host.features + "\nlanes " +
-                                 std::to_string(lanes) + "\ndynvm " DYNVM_CODEGEN_VERSION +
-                                 " " + kEmitterRevision + "\nLLVM " LLVM_VERSION_STRING);
+                                 std::to_string(lanes) + "\ndynvm " DYNVM_CODEGEN_VERSION + " " +
+                                 kEmitterRevision + "\nLLVM " LLVM_VERSION_STRING);
   std::string symbol = "dynvm_kernel_" + key;
   std::string dir = options.cache_dir.empty() ? default_kernel_cache_dir() : options.cache_dir;
   CpuCompiledKernel result;

@@ -22,7 +22,9 @@ constexpr double kLog2e = 1.4426950408889634;
 constexpr double kLn2Hi = 0.693359375;
 constexpr double kLn2Lo = -2.1219444005469057e-4;
 
-Value* c(IRBuilder<>& /*b*/, Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
+Value* c(IRBuilder<>& /*b*/, Value* like, double v) {
+  return llvm::ConstantFP::get(like->getType(), v);
+}
 
 llvm::Type* int_type_like(Value* x) {
   llvm::Type* i32 = llvm::Type::getInt32Ty(x->getContext());
@@ -79,8 +81,8 @@ Value* clamp_exp_argument(IRBuilder<>& b, Value* x) {
 
 // e^r - 1 for |r| <= ln2/2: Taylor to degree 8, without the leading 1.
 Value* expm1_reduced(IRBuilder<>& b, Value* r) {
-  Value* p = horner(b, r,
-                    {1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0});
+  Value* p =
+      horner(b, r, {1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0});
   return b.CreateFMul(p, r);
 }
 
@@ -102,8 +104,8 @@ Value* expm1(IRBuilder<>& b, Value* x) {
   // product form avoids inf - inf.
   Value* t = b.CreateFMul(s1, s2);
   Value* small = fma(b, t, q, b.CreateFSub(t, c(b, x, 1.0)));
-  Value* large = b.CreateFSub(b.CreateFMul(b.CreateFMul(b.CreateFAdd(q, c(b, x, 1.0)), s1), s2),
-                              c(b, x, 1.0));
+  Value* large =
+      b.CreateFSub(b.CreateFMul(b.CreateFMul(b.CreateFAdd(q, c(b, x, 1.0)), s1), s2), c(b, x, 1.0));
   Value* result = b.CreateSelect(b.CreateFCmpOGT(red.n, c(b, x, 24.0)), large, small);
   // expm1(-0) = -0; NaN stays NaN.
   result = b.CreateSelect(b.CreateFCmpOEQ(x, c(b, x, 0.0)), x, result);
@@ -116,8 +118,8 @@ Value* log(IRBuilder<>& b, Value* x) {
   Value* xs = b.CreateSelect(tiny, b.CreateFMul(x, c(b, x, 8388608.0)), x);
   Value* bits = b.CreateBitCast(xs, int_type_like(x));
   Value* e = b.CreateSub(b.CreateLShr(bits, ci(bits, 23)), ci(bits, 127));
-  Value* m = b.CreateBitCast(b.CreateOr(b.CreateAnd(bits, ci(bits, 0x7fffff)), ci(bits, 0x3f800000)),
-                             x->getType());
+  Value* m = b.CreateBitCast(
+      b.CreateOr(b.CreateAnd(bits, ci(bits, 0x7fffff)), ci(bits, 0x3f800000)), x->getType());
   // m in [sqrt(1/2), sqrt(2)).
   Value* big = b.CreateFCmpOGT(m, c(b, x, 1.4142135623730951));
   m = b.CreateSelect(big, b.CreateFMul(m, c(b, x, 0.5)), m);
@@ -152,7 +154,8 @@ Value* tanh(IRBuilder<>& b, Value* x) {
   Value* a = b.CreateMinNum(abs_x, c(b, x, 10.0));
   Value* e = expm1(b, b.CreateFAdd(a, a));
   Value* t = b.CreateFDiv(e, b.CreateFAdd(e, c(b, x, 2.0)));
-  Value* result = b.CreateCopySign(b.CreateSelect(b.CreateFCmpOLT(abs_x, c(b, x, 0.625)), near, t), x);
+  Value* result =
+      b.CreateCopySign(b.CreateSelect(b.CreateFCmpOLT(abs_x, c(b, x, 0.625)), near, t), x);
   return b.CreateSelect(is_nan(b, x), x, result);
 }
 
@@ -160,20 +163,20 @@ Value* erf(IRBuilder<>& b, Value* x) {
   Value* a = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
   // |x| < 0.875: erf(x) = x P(x^2), P fitted on Chebyshev nodes (relative error 6e-8).
   Value* a2 = b.CreateFMul(a, a);
-  Value* near = b.CreateFMul(
-      a, horner(b, a2,
-                {8.714052091818303e-05, -0.0008220516028814018, 0.005207621492445469,
-                 -0.026861969381570816, 0.11283741146326065, -0.37612637877464294,
-                 1.128379225730896}));
+  Value* near =
+      b.CreateFMul(a, horner(b, a2,
+                             {8.714052091818303e-05, -0.0008220516028814018, 0.005207621492445469,
+                              -0.026861969381570816, 0.11283741146326065, -0.37612637877464294,
+                              1.128379225730896}));
   // Otherwise erf(x) = 1 - exp(-x^2 + S(x)), S = log(erfc(x)) + x^2 fitted in
   // u = x - 2.4375 on [0.875, 4] (absolute error 3.4e-8); erf rounds to 1 beyond 4.
   Value* a4 = b.CreateMinNum(a, c(b, x, 4.0));
   Value* u = b.CreateFSub(a4, c(b, x, 2.4375));
-  Value* s = horner(b, u,
-                    {-2.1600472521754455e-08, 1.6054320894909324e-06, -1.3990461411594879e-05,
-                     8.342988439835608e-05, -0.00045052485074847937, 0.002301059663295746,
-                     -0.011416430585086346, 0.05819413810968399, -0.35982340574264526,
-                     -1.5345509052276611});
+  Value* s = horner(
+      b, u,
+      {-2.1600472521754455e-08, 1.6054320894909324e-06, -1.3990461411594879e-05,
+       8.342988439835608e-05, -0.00045052485074847937, 0.002301059663295746, -0.011416430585086346,
+       0.05819413810968399, -0.35982340574264526, -1.5345509052276611});
   Value* far = b.CreateFSub(c(b, x, 1.0), exp(b, fma(b, b.CreateFNeg(a4), a4, s)));
   Value* result = b.CreateSelect(b.CreateFCmpOLT(a, c(b, x, 0.875)), near, far);
   result = b.CreateCopySign(result, x);

@@ -76,8 +76,8 @@ class Parser {
         ++column;
       }
     }
-    std::string found = pos_ >= text_.size() ? "end of input"
-                                             : "'" + std::string(text_.substr(pos_, 12)) + "'";
+    std::string found =
+        pos_ >= text_.size() ? "end of input" : "'" + std::string(text_.substr(pos_, 12)) + "'";
     throw ParseFailure{std::to_string(line) + ":" + std::to_string(column) + ": " + what +
                        ", found " + found};
   }

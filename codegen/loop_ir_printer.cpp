@@ -30,8 +30,8 @@ class Printer {
 
  private:
   std::string define(ValueId id, bool loop_var) {
-    std::string name = loop_var ? "%i" + std::to_string(num_vars_++)
-                                : "%" + std::to_string(num_values_++);
+    std::string name =
+        loop_var ? "%i" + std::to_string(num_vars_++) : "%" + std::to_string(num_values_++);
     names_[id] = name;
     return name;
   }

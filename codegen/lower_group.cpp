@@ -265,8 +265,8 @@ class GroupLowering {
       int64_t span = 0;
       for (size_t d = 0; d < meta.dim(); ++d) span += (meta.sizes[d] - 1) * meta.strides[d];
       input_buffer_[input] = static_cast<int32_t>(kernel_.buffers.size());
-      kernel_.buffers.push_back({input->name(), meta.dtype, BufferRole::Input,
-                                 extent == 0 ? 0 : span + 1});
+      kernel_.buffers.push_back(
+          {input->name(), meta.dtype, BufferRole::Input, extent == 0 ? 0 : span + 1});
       names.insert(input->name());
     }
     for (size_t i = 0; i < group_.outputs().size(); ++i) {
@@ -401,14 +401,15 @@ class GroupLowering {
     // Reductions first, in program order, so that the row temporaries they fill exist
     // before the full-shape loop reads them.
     for (const Node* node : group_.nodes()) {
-      if (is_reduction(node->op())) emit(node->output(0), row_value_index(node->output(0), row_index));
+      if (is_reduction(node->op()))
+        emit(node->output(0), row_value_index(node->output(0), row_index));
     }
     for (size_t i = 0; i < group_.outputs().size(); ++i) {
       if (!output_is_row_[i]) continue;
       store_output(i, row_value_index(group_.outputs()[i], row_index));
     }
-    bool any_full = std::find(output_is_row_.begin(), output_is_row_.end(), false) !=
-                    output_is_row_.end();
+    bool any_full =
+        std::find(output_is_row_.begin(), output_is_row_.end(), false) != output_is_row_.end();
     if (!any_full) return;
     current_ = row_block;
     Index full_index = row_index;
@@ -487,14 +488,15 @@ class GroupLowering {
 
   ValueId instr(DType type, LoopOp op, std::vector<ValueId> operands) {
     // Deduplicated per block: pure instructions with equal operands give one value.
-    std::string key = "i" + std::string(graph::dtype_short_name(type)) + ":" +
-                      std::string(loop_op_name(op));
+    std::string key =
+        "i" + std::string(graph::dtype_short_name(type)) + ":" + std::string(loop_op_name(op));
     for (ValueId v : operands) key += "," + std::to_string(v);
     for (Block* b = current_; b; b = b->parent) {
       auto it = b->memo.find(key);
       if (it != b->memo.end()) return it->second;
     }
-    ValueId id = append(current_, make_instr(define_value(current_), type, op, std::move(operands)));
+    ValueId id =
+        append(current_, make_instr(define_value(current_), type, op, std::move(operands)));
     current_->memo[key] = id;
     return id;
   }
@@ -520,10 +522,11 @@ class GroupLowering {
   ValueId materialize(const AffineIndex& a) {
     ValueId sum = -1;
     for (const AffineIndex::Term& t : a.terms) {
-      ValueId term = t.coefficient == 1
-                         ? t.value
-                         : instr(DType::Int64, LoopOp::Mul,
-                                 {t.value, constant(DType::Int64, static_cast<double>(t.coefficient))});
+      ValueId term =
+          t.coefficient == 1
+              ? t.value
+              : instr(DType::Int64, LoopOp::Mul,
+                      {t.value, constant(DType::Int64, static_cast<double>(t.coefficient))});
       sum = sum < 0 ? term : instr(DType::Int64, LoopOp::Add, {sum, term});
     }
     ValueId offset = constant(DType::Int64, static_cast<double>(a.offset));
@@ -627,7 +630,7 @@ class GroupLowering {
       if (it != b->memo.end()) return it->second;
     }
     std::optional<ValueId> saved = load_row_temp(v, index);
-    ValueId result = saved            ? *saved
+    ValueId result = saved           ? *saved
                      : v->is_input() ? emit_load(v, index)
                                      : emit_node(*v->producer(), v, index);
     // Reductions memoize themselves in their host block.
@@ -656,13 +659,13 @@ class GroupLowering {
     auto binary = [&](LoopOp o) { return instr(type, o, {x(0, type), x(1, type)}); };
 
     static const std::map<std::string, LoopOp> kUnary = {
-        {"aten::neg", LoopOp::Neg},         {"aten::exp", LoopOp::Exp},
-        {"aten::log", LoopOp::Log},         {"aten::tanh", LoopOp::Tanh},
-        {"aten::erf", LoopOp::Erf},         {"aten::sigmoid", LoopOp::Sigmoid},
-        {"aten::sqrt", LoopOp::Sqrt},       {"aten::rsqrt", LoopOp::Rsqrt},
-        {"aten::abs", LoopOp::Abs},         {"aten::reciprocal", LoopOp::Reciprocal},
-        {"aten::sin", LoopOp::Sin},         {"aten::cos", LoopOp::Cos},
-        {"aten::log1p", LoopOp::Log1p},     {"aten::expm1", LoopOp::Expm1},
+        {"aten::neg", LoopOp::Neg},     {"aten::exp", LoopOp::Exp},
+        {"aten::log", LoopOp::Log},     {"aten::tanh", LoopOp::Tanh},
+        {"aten::erf", LoopOp::Erf},     {"aten::sigmoid", LoopOp::Sigmoid},
+        {"aten::sqrt", LoopOp::Sqrt},   {"aten::rsqrt", LoopOp::Rsqrt},
+        {"aten::abs", LoopOp::Abs},     {"aten::reciprocal", LoopOp::Reciprocal},
+        {"aten::sin", LoopOp::Sin},     {"aten::cos", LoopOp::Cos},
+        {"aten::log1p", LoopOp::Log1p}, {"aten::expm1", LoopOp::Expm1},
     };
     if (auto it = kUnary.find(op); it != kUnary.end()) {
       if (graph::is_integral(type, true) && it->second != LoopOp::Neg &&
@@ -723,11 +726,13 @@ class GroupLowering {
     if (op == "aten::clamp" || op == "aten::clamp_min" || op == "aten::clamp_max") {
       ValueId r = x(0, type);
       const Argument* lo = op == "aten::clamp_max" ? nullptr : find_arg(node, 1, "min");
-      const Argument* hi = op == "aten::clamp_min" ? nullptr
+      const Argument* hi = op == "aten::clamp_min"   ? nullptr
                            : op == "aten::clamp_max" ? find_arg(node, 1, "max")
                                                      : find_arg(node, 2, "max");
-      if (lo && !lo->is_none()) r = instr(type, LoopOp::Max, {r, operand(*lo, index, out.sizes, type)});
-      if (hi && !hi->is_none()) r = instr(type, LoopOp::Min, {r, operand(*hi, index, out.sizes, type)});
+      if (lo && !lo->is_none())
+        r = instr(type, LoopOp::Max, {r, operand(*lo, index, out.sizes, type)});
+      if (hi && !hi->is_none())
+        r = instr(type, LoopOp::Min, {r, operand(*hi, index, out.sizes, type)});
       return r;
     }
     if (op == "aten::_to_copy" || op == "aten::clone" || op == "aten::alias" ||
@@ -857,13 +862,16 @@ class GroupLowering {
     if (v->is_input() || depth > 32) return false;
     const std::string& op = v->producer()->op();
     if (is_reduction(op)) return false;
-    static const std::set<std::string> kExpensive = {
-        "aten::exp",  "aten::log",   "aten::tanh", "aten::erf",   "aten::sigmoid",
-        "aten::sin",  "aten::cos",   "aten::log1p", "aten::expm1", "aten::pow.Tensor_Scalar",
-        "aten::div.Tensor", "aten::div.Scalar"};
+    static const std::set<std::string> kExpensive = {"aten::exp",        "aten::log",
+                                                     "aten::tanh",       "aten::erf",
+                                                     "aten::sigmoid",    "aten::sin",
+                                                     "aten::cos",        "aten::log1p",
+                                                     "aten::expm1",      "aten::pow.Tensor_Scalar",
+                                                     "aten::div.Tensor", "aten::div.Scalar"};
     if (kExpensive.count(op)) return true;
     bool any = false;
-    v->producer()->for_each_input([&](const Value* in) { any = any || is_expensive(in, depth + 1); });
+    v->producer()->for_each_input(
+        [&](const Value* in) { any = any || is_expensive(in, depth + 1); });
     return any;
   }
 
@@ -967,8 +975,8 @@ class GroupLowering {
       return r;
     }
     if (op == "aten::slice.Tensor") {
-      size_t dim = static_cast<size_t>(
-          normalize_dim(find_arg(node, 1, "dim") ? find_arg(node, 1, "dim")->as_int() : 0, in.size()));
+      size_t dim = static_cast<size_t>(normalize_dim(
+          find_arg(node, 1, "dim") ? find_arg(node, 1, "dim")->as_int() : 0, in.size()));
       const Argument* start_arg = find_arg(node, 2, "start");
       const Argument* step_arg = find_arg(node, 4, "step");
       int64_t start = start_arg && !start_arg->is_none() ? start_arg->as_int() : 0;

@@ -40,8 +40,7 @@ struct Emitted {
 
 class LlvmEmitter {
  public:
-  LlvmEmitter(const LoopKernel& kernel, llvm::LLVMContext& context, llvm::Module& module,
-              int lanes)
+  LlvmEmitter(const LoopKernel& kernel, llvm::LLVMContext& context, llvm::Module& module, int lanes)
       : kernel_(kernel), ctx_(context), module_(module), b_(context), lanes_(lanes) {}
 
   void emit(const std::string& symbol) {
@@ -108,7 +107,8 @@ class LlvmEmitter {
 
   Value* iota(int64_t stride) {
     std::vector<llvm::Constant*> items;
-    for (int l = 0; l < lanes_; ++l) items.push_back(b_.getInt64(static_cast<uint64_t>(l * stride)));
+    for (int l = 0; l < lanes_; ++l)
+      items.push_back(b_.getInt64(static_cast<uint64_t>(l * stride)));
     return llvm::ConstantVector::get(items);
   }
 
@@ -139,9 +139,11 @@ class LlvmEmitter {
   Value* f32_to_bf16(Value* f) {
     Value* bits = b_.CreateBitCast(f, shaped(b_.getInt32Ty(), f));
     Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), llvm::ConstantInt::get(bits->getType(), 1));
-    Value* rounded = b_.CreateAdd(bits, b_.CreateAdd(lsb, llvm::ConstantInt::get(bits->getType(), 0x7fff)));
+    Value* rounded =
+        b_.CreateAdd(bits, b_.CreateAdd(lsb, llvm::ConstantInt::get(bits->getType(), 0x7fff)));
     Value* nan = b_.CreateFCmpUNO(f, f);
-    Value* result = b_.CreateSelect(nan, llvm::ConstantInt::get(bits->getType(), 0x7fc00000), rounded);
+    Value* result =
+        b_.CreateSelect(nan, llvm::ConstantInt::get(bits->getType(), 0x7fc00000), rounded);
     return b_.CreateTrunc(b_.CreateLShr(result, 16), shaped(b_.getInt16Ty(), f));
   }
 
@@ -291,17 +293,21 @@ class LlvmEmitter {
       case LoopOp::Ne:
         return f ? b_.CreateFCmpUNE(a[0], a[1]) : b_.CreateICmpNE(a[0], a[1]);
       case LoopOp::Lt:
-        return f ? b_.CreateFCmpOLT(a[0], a[1])
-                 : is_unsigned(operand) ? b_.CreateICmpULT(a[0], a[1]) : b_.CreateICmpSLT(a[0], a[1]);
+        return f                      ? b_.CreateFCmpOLT(a[0], a[1])
+               : is_unsigned(operand) ? b_.CreateICmpULT(a[0], a[1])
+                                      : b_.CreateICmpSLT(a[0], a[1]);
       case LoopOp::Le:
-        return f ? b_.CreateFCmpOLE(a[0], a[1])
-                 : is_unsigned(operand) ? b_.CreateICmpULE(a[0], a[1]) : b_.CreateICmpSLE(a[0], a[1]);
+        return f                      ? b_.CreateFCmpOLE(a[0], a[1])
+               : is_unsigned(operand) ? b_.CreateICmpULE(a[0], a[1])
+                                      : b_.CreateICmpSLE(a[0], a[1]);
       case LoopOp::Gt:
-        return f ? b_.CreateFCmpOGT(a[0], a[1])
-                 : is_unsigned(operand) ? b_.CreateICmpUGT(a[0], a[1]) : b_.CreateICmpSGT(a[0], a[1]);
+        return f                      ? b_.CreateFCmpOGT(a[0], a[1])
+               : is_unsigned(operand) ? b_.CreateICmpUGT(a[0], a[1])
+                                      : b_.CreateICmpSGT(a[0], a[1]);
       case LoopOp::Ge:
-        return f ? b_.CreateFCmpOGE(a[0], a[1])
-                 : is_unsigned(operand) ? b_.CreateICmpUGE(a[0], a[1]) : b_.CreateICmpSGE(a[0], a[1]);
+        return f                      ? b_.CreateFCmpOGE(a[0], a[1])
+               : is_unsigned(operand) ? b_.CreateICmpUGE(a[0], a[1])
+                                      : b_.CreateICmpSGE(a[0], a[1]);
       case LoopOp::Select:
         return b_.CreateSelect(a[0], a[1], a[2]);
       case LoopOp::Const:
@@ -473,7 +479,8 @@ class LlvmEmitter {
       Value* v = e.vector || e.linear
                      ? b_.CreateExtractElement(as_vector(e), static_cast<uint64_t>(lanes_ - 1))
                      : e.value;
-      b_.CreateAlignedStore(to_storage(v), b_.CreateGEP(element, buffer, a.base), align_of(element));
+      b_.CreateAlignedStore(to_storage(v), b_.CreateGEP(element, buffer, a.base),
+                            align_of(element));
     } else if (!a.lanes && a.stride == 1) {
       b_.CreateAlignedStore(to_storage(as_vector(e)), b_.CreateGEP(element, buffer, a.base),
                             align_of(element));
@@ -504,9 +511,9 @@ class LlvmEmitter {
     iv->addIncoming(advanced, b_.GetInsertBlock());
     if (scalar_only) {
       // The remainder of an explicitly vectorized loop: not worth vectorizing again.
-      llvm::MDNode* disable = llvm::MDNode::get(
-          ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
-                 llvm::ConstantAsMetadata::get(b_.getFalse())});
+      llvm::MDNode* disable =
+          llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
+                                   llvm::ConstantAsMetadata::get(b_.getFalse())});
       auto temp = llvm::MDNode::getTemporary(ctx_, {});
       llvm::MDNode* self = llvm::MDNode::get(ctx_, {temp.get(), disable});
       self->replaceOperandWith(0, self);
@@ -534,12 +541,15 @@ class LlvmEmitter {
       loop(start, end, 1, scalar_body, false);
       return;
     }
-    Value* rest = loop(start, end, lanes_, [&](Value* iv) {
-      cur_lanes_ = lanes_;
-      set(var, {iv, false, true, 1}, DType::Int64);
-      emit_block(s.body);
-      cur_lanes_ = 1;
-    }, false);
+    Value* rest = loop(
+        start, end, lanes_,
+        [&](Value* iv) {
+          cur_lanes_ = lanes_;
+          set(var, {iv, false, true, 1}, DType::Int64);
+          emit_block(s.body);
+          cur_lanes_ = 1;
+        },
+        false);
     if (s.parallel || extent % lanes_ != 0) loop(rest, end, 1, scalar_body, true);
   }
 
@@ -551,13 +561,17 @@ class LlvmEmitter {
       case ReduceKind::Max:
         if (is_float(t)) return constant(t, -inf, 0, like);
         if (is_unsigned(t)) return constant(t, 0, 0, like);
-        return llvm::ConstantInt::get(shaped(scalar_type(t), like ? like : b_.getInt1(false)),
-                                      llvm::APInt::getSignedMinValue(scalar_type(t)->getScalarSizeInBits()));
+        return llvm::ConstantInt::get(
+            shaped(scalar_type(t), like ? like : b_.getInt1(false)),
+            llvm::APInt::getSignedMinValue(scalar_type(t)->getScalarSizeInBits()));
       case ReduceKind::Min:
         if (is_float(t)) return constant(t, inf, 0, like);
-        if (is_unsigned(t)) return llvm::Constant::getAllOnesValue(shaped(scalar_type(t), like ? like : b_.getInt1(false)));
-        return llvm::ConstantInt::get(shaped(scalar_type(t), like ? like : b_.getInt1(false)),
-                                      llvm::APInt::getSignedMaxValue(scalar_type(t)->getScalarSizeInBits()));
+        if (is_unsigned(t))
+          return llvm::Constant::getAllOnesValue(
+              shaped(scalar_type(t), like ? like : b_.getInt1(false)));
+        return llvm::ConstantInt::get(
+            shaped(scalar_type(t), like ? like : b_.getInt1(false)),
+            llvm::APInt::getSignedMaxValue(scalar_type(t)->getScalarSizeInBits()));
     }
     return nullptr;
   }
@@ -615,13 +629,15 @@ class LlvmEmitter {
     auto accumulate = [&](llvm::AllocaInst* into, llvm::Type* ty) {
       const Emitted& y = get(s.yield);
       Value* value = ty == vtype ? as_vector(y) : y.value;
-      if (ty != vtype && (y.vector || y.linear)) value = b_.CreateExtractElement(as_vector(y), uint64_t{0});
+      if (ty != vtype && (y.vector || y.linear))
+        value = b_.CreateExtractElement(as_vector(y), uint64_t{0});
       b_.CreateStore(combine(s.reduce, t, b_.CreateLoad(ty, into), value), into);
     };
     auto vector_body = [&](ValueId var, Value* iv, int copies) {
       cur_lanes_ = lanes_;
       for (int u = 0; u < copies; ++u) {
-        Value* base = u == 0 ? iv : b_.CreateAdd(iv, b_.getInt64(static_cast<uint64_t>(u * lanes_)));
+        Value* base =
+            u == 0 ? iv : b_.CreateAdd(iv, b_.getInt64(static_cast<uint64_t>(u * lanes_)));
         set(var, {base, false, true, 1}, DType::Int64);
         emit_block(s.body);
         accumulate(vaccs[static_cast<size_t>(u)], vtype);
@@ -646,10 +662,11 @@ class LlvmEmitter {
         return;
       }
       int64_t step = static_cast<int64_t>(unroll) * lanes_;
-      Value* rest = loop(b_.getInt64(0), extent, step,
-                         [&](Value* iv) { vector_body(var, iv, unroll); }, false);
+      Value* rest = loop(
+          b_.getInt64(0), extent, step, [&](Value* iv) { vector_body(var, iv, unroll); }, false);
       if (unroll > 1 && (n % step) >= lanes_) {
-        rest = loop(rest, extent, lanes_, [&](Value* iv) { vector_body(var, iv, 1); }, true);
+        rest = loop(
+            rest, extent, lanes_, [&](Value* iv) { vector_body(var, iv, 1); }, true);
       }
       if (n % lanes_ != 0) loop(rest, extent, 1, scalar_body, true);
     };

@@ -44,16 +44,35 @@ inline at::Tensor random_input(const graph::TensorMeta& meta, int64_t seed) {
   }
   at::ScalarType type = at::ScalarType::Float;
   switch (meta.dtype) {
-    case graph::DType::Bool: type = at::kBool; break;
-    case graph::DType::UInt8: type = at::kByte; break;
-    case graph::DType::Int8: type = at::kChar; break;
-    case graph::DType::Int16: type = at::kShort; break;
-    case graph::DType::Int32: type = at::kInt; break;
-    case graph::DType::Int64: type = at::kLong; break;
-    case graph::DType::Float16: type = at::kHalf; break;
-    case graph::DType::BFloat16: type = at::kBFloat16; break;
-    case graph::DType::Float64: type = at::kDouble; break;
-    default: break;
+    case graph::DType::Bool:
+      type = at::kBool;
+      break;
+    case graph::DType::UInt8:
+      type = at::kByte;
+      break;
+    case graph::DType::Int8:
+      type = at::kChar;
+      break;
+    case graph::DType::Int16:
+      type = at::kShort;
+      break;
+    case graph::DType::Int32:
+      type = at::kInt;
+      break;
+    case graph::DType::Int64:
+      type = at::kLong;
+      break;
+    case graph::DType::Float16:
+      type = at::kHalf;
+      break;
+    case graph::DType::BFloat16:
+      type = at::kBFloat16;
+      break;
+    case graph::DType::Float64:
+      type = at::kDouble;
+      break;
+    default:
+      break;
   }
   at::Tensor out = at::empty_strided(meta.sizes, meta.strides, at::TensorOptions().dtype(type));
   out.copy_(values);
@@ -85,11 +104,20 @@ inline std::unique_ptr<CpuKernel> check_against_aten(const std::string& text, in
     double rtol = 1e-5;
     double atol = 1e-5;
     switch (actual[i].scalar_type()) {
-      case at::kDouble: rtol = atol = 1e-10; break;
-      case at::kHalf: rtol = atol = 1e-2; break;
-      case at::kBFloat16: rtol = atol = 3e-2; break;
-      case at::kFloat: break;
-      default: rtol = atol = 0; break;
+      case at::kDouble:
+        rtol = atol = 1e-10;
+        break;
+      case at::kHalf:
+        rtol = atol = 1e-2;
+        break;
+      case at::kBFloat16:
+        rtol = atol = 3e-2;
+        break;
+      case at::kFloat:
+        break;
+      default:
+        rtol = atol = 0;
+        break;
     }
     at::Tensor a = actual[i].to(at::kDouble);
     at::Tensor e = expected[i].to(at::kDouble);

@@ -37,12 +37,12 @@ double ulp_error(float approx, double exact) {
   float rounded = static_cast<float>(exact);
   if (std::isinf(rounded) || std::isinf(approx)) return rounded == approx ? 0 : 1e9;
   float magnitude = std::fabs(rounded);
-  double ulp = static_cast<double>(std::nextafter(magnitude, std::numeric_limits<float>::infinity())) -
-               static_cast<double>(magnitude);
+  double ulp =
+      static_cast<double>(std::nextafter(magnitude, std::numeric_limits<float>::infinity())) -
+      static_cast<double>(magnitude);
   // Just below a power of two the spacing of the exact value's binade is the smaller one.
   if (std::fabs(exact) < magnitude) {
-    ulp = static_cast<double>(magnitude) -
-          static_cast<double>(std::nextafter(magnitude, 0.0f));
+    ulp = static_cast<double>(magnitude) - static_cast<double>(std::nextafter(magnitude, 0.0f));
   }
   return std::fabs(static_cast<double>(approx) - exact) / ulp;
 }
@@ -90,10 +90,10 @@ constexpr int64_t kPoints = 1 << 22;
 void check_sweep(const std::string& op, float lo, float hi, double bound,
                  const std::function<double(double)>& reference) {
   SweepResult r = sweep(op, lo, hi, kPoints, reference);
-  INFO(op << " on [" << lo << ", " << hi << "]: max " << r.max_ulp << " ulp at x = "
-          << r.worst_input);
-  WARN(op << " on [" << lo << ", " << hi << "]: max " << r.max_ulp << " ulp at x = "
-          << r.worst_input);
+  INFO(op << " on [" << lo << ", " << hi << "]: max " << r.max_ulp
+          << " ulp at x = " << r.worst_input);
+  WARN(op << " on [" << lo << ", " << hi << "]: max " << r.max_ulp
+          << " ulp at x = " << r.worst_input);
   CHECK(r.max_ulp <= bound);
 }
 
@@ -106,8 +106,8 @@ TEST_CASE("fast math: expm1 within 2 ulp", "[codegen_cpu][fast_math]") {
 }
 
 TEST_CASE("fast math: log within 1 ulp over all positive floats", "[codegen_cpu][fast_math]") {
-  check_sweep("log", std::numeric_limits<float>::denorm_min(),
-              std::numeric_limits<float>::max(), 1.0, [](double v) { return std::log(v); });
+  check_sweep("log", std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max(),
+              1.0, [](double v) { return std::log(v); });
   check_sweep("log", 0.5f, 2.0f, 1.0, [](double v) { return std::log(v); });
 }
 
@@ -120,8 +120,7 @@ TEST_CASE("fast math: erf within 2.5 ulp", "[codegen_cpu][fast_math]") {
 }
 
 TEST_CASE("fast math: sigmoid within 3 ulp", "[codegen_cpu][fast_math]") {
-  check_sweep("sigmoid", -100.0f, 100.0f, 3.0,
-              [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
+  check_sweep("sigmoid", -100.0f, 100.0f, 3.0, [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
 }
 
 TEST_CASE("fast math: special values", "[codegen_cpu][fast_math]") {
@@ -131,9 +130,9 @@ TEST_CASE("fast math: special values", "[codegen_cpu][fast_math]") {
   std::string n = std::to_string(inputs.size());
   for (const char* op : {"exp", "expm1", "log", "tanh", "erf", "sigmoid"}) {
     std::string text = std::string("kernel special(@x: f32[") + n + "] in, @y: f32[" + n +
-                        "] out) {\n  parallel for %i in 0.." + n +
-                        " {\n    %a: f32 = load @x[%i]\n    %b: f32 = " + op +
-                        " %a\n    store @y[%i] = %b\n  }\n}\n";
+                       "] out) {\n  parallel for %i in 0.." + n +
+                       " {\n    %a: f32 = load @x[%i]\n    %b: f32 = " + op +
+                       " %a\n    store @y[%i] = %b\n  }\n}\n";
     Expected<LoopKernel> kernel = parse_loop_kernel(text);
     REQUIRE(kernel);
     CpuCompileOptions options;

@@ -27,7 +27,8 @@ std::string parse_error(const std::string& text) {
   return kernel.error().message;
 }
 
-const char* kRowSoftmax = R"(kernel softmax(@x: f32[262144] in, @out0: f32[262144] out, @row0: f32[1024] temp) {
+const char* kRowSoftmax =
+    R"(kernel softmax(@x: f32[262144] in, @out0: f32[262144] out, @row0: f32[1024] temp) {
   parallel for %i0 in 0..256 {
     %0: f32 = const 0.125
     %1: f32 = reduce max for %i1 in 0..1024 {
@@ -103,14 +104,15 @@ TEST_CASE("loop IR: parse errors say where and what", "[codegen_cpu][loop_ir]") 
   CHECK(parse_error("kernal k() {}") == "1:1: expected 'kernel', found 'kernal k() {'");
   CHECK(parse_error("kernel k(@x: f33[4] in) {}") ==
         "1:14: expected a dtype (f32, i64, bool, ...), found 'f33[4] in) {'");
-  CHECK(parse_error("kernel k(@x: f32[4] in) {\n  %0: f32 = neg %1\n}").find(
-            "2:17: use of undefined value %1") == 0);
-  CHECK(parse_error("kernel k(@x: f32[4] in) {\n  %0: f32 = frob %1\n}").find(
-            "2:13: expected an operator") == 0);
-  CHECK(parse_error("kernel k(@x: f32[4] in) {\n  %0: f32 = load @y[0]\n}").find(
-            "unknown buffer @y") != std::string::npos);
-  CHECK(parse_error("kernel k() {\n  %0: f32 = reduce sum for %i in 0..4 {\n  }\n}").find(
-            "yield") != std::string::npos);
+  CHECK(parse_error("kernel k(@x: f32[4] in) {\n  %0: f32 = neg %1\n}")
+            .find("2:17: use of undefined value %1") == 0);
+  CHECK(parse_error("kernel k(@x: f32[4] in) {\n  %0: f32 = frob %1\n}")
+            .find("2:13: expected an operator") == 0);
+  CHECK(parse_error("kernel k(@x: f32[4] in) {\n  %0: f32 = load @y[0]\n}")
+            .find("unknown buffer @y") != std::string::npos);
+  CHECK(
+      parse_error("kernel k() {\n  %0: f32 = reduce sum for %i in 0..4 {\n  }\n}").find("yield") !=
+      std::string::npos);
   CHECK(parse_error("kernel k() {\n  for %i in 1..4 {\n  }\n}").find("loops start at 0") !=
         std::string::npos);
   // Every prefix of a valid kernel is an error, never a crash.

@@ -12,15 +12,14 @@ namespace dynvm::codegen {
 // Runs iterations [begin, end) of the kernel's parallel loop; buffers[i] points at the
 // first element of the i-th declared buffer. `dims` is reserved for symbolic sizes (pass
 // nullptr). Distinct [begin, end) ranges may run concurrently.
-using CpuKernelFunction = void (*)(void** buffers, const int64_t* dims, int64_t begin,
-                                   int64_t end);
+using CpuKernelFunction = void (*)(void** buffers, const int64_t* dims, int64_t begin, int64_t end);
 
 struct CpuCompileOptions {
   bool use_disk_cache = true;
-  std::string cache_dir;          // empty: default_kernel_cache_dir()
-  bool use_memory_cache = true;   // reuse a kernel this process already loaded
-  bool keep_llvm_ir = false;      // fill CpuCompiledKernel::llvm_ir (optimized IR)
-  int vector_lanes = 0;           // 0: from the host (16 with AVX-512, 8 with AVX2); 1: scalar
+  std::string cache_dir;         // empty: default_kernel_cache_dir()
+  bool use_memory_cache = true;  // reuse a kernel this process already loaded
+  bool keep_llvm_ir = false;     // fill CpuCompiledKernel::llvm_ir (optimized IR)
+  int vector_lanes = 0;          // 0: from the host (16 with AVX-512, 8 with AVX2); 1: scalar
 };
 
 struct CpuCompiledKernel {

@@ -15,41 +15,41 @@ namespace dynvm::codegen {
 // Scalar instruction operators, listed once:
 // X(enumerator, name in the text, number of operands). Const and Load take no value
 // operands (a literal, an address); Cast converts its operand to the result type.
-#define DYNVM_LOOP_OPS(X)      \
-  X(Const, "const", 0)         \
-  X(Load, "load", 0)           \
-  X(Cast, "cast", 1)           \
-  X(Neg, "neg", 1)             \
-  X(Abs, "abs", 1)             \
+#define DYNVM_LOOP_OPS(X)        \
+  X(Const, "const", 0)           \
+  X(Load, "load", 0)             \
+  X(Cast, "cast", 1)             \
+  X(Neg, "neg", 1)               \
+  X(Abs, "abs", 1)               \
   X(Reciprocal, "reciprocal", 1) \
-  X(Sqrt, "sqrt", 1)           \
-  X(Rsqrt, "rsqrt", 1)         \
-  X(Exp, "exp", 1)             \
-  X(Expm1, "expm1", 1)         \
-  X(Log, "log", 1)             \
-  X(Log1p, "log1p", 1)         \
-  X(Tanh, "tanh", 1)           \
-  X(Erf, "erf", 1)             \
-  X(Sigmoid, "sigmoid", 1)     \
-  X(Sin, "sin", 1)             \
-  X(Cos, "cos", 1)             \
-  X(Not, "not", 1)             \
-  X(Add, "add", 2)             \
-  X(Sub, "sub", 2)             \
-  X(Mul, "mul", 2)             \
-  X(Div, "div", 2)             \
-  X(Rem, "rem", 2)             \
-  X(Pow, "pow", 2)             \
-  X(Max, "max", 2)             \
-  X(Min, "min", 2)             \
-  X(And, "and", 2)             \
-  X(Or, "or", 2)               \
-  X(Eq, "eq", 2)               \
-  X(Ne, "ne", 2)               \
-  X(Lt, "lt", 2)               \
-  X(Le, "le", 2)               \
-  X(Gt, "gt", 2)               \
-  X(Ge, "ge", 2)               \
+  X(Sqrt, "sqrt", 1)             \
+  X(Rsqrt, "rsqrt", 1)           \
+  X(Exp, "exp", 1)               \
+  X(Expm1, "expm1", 1)           \
+  X(Log, "log", 1)               \
+  X(Log1p, "log1p", 1)           \
+  X(Tanh, "tanh", 1)             \
+  X(Erf, "erf", 1)               \
+  X(Sigmoid, "sigmoid", 1)       \
+  X(Sin, "sin", 1)               \
+  X(Cos, "cos", 1)               \
+  X(Not, "not", 1)               \
+  X(Add, "add", 2)               \
+  X(Sub, "sub", 2)               \
+  X(Mul, "mul", 2)               \
+  X(Div, "div", 2)               \
+  X(Rem, "rem", 2)               \
+  X(Pow, "pow", 2)               \
+  X(Max, "max", 2)               \
+  X(Min, "min", 2)               \
+  X(And, "and", 2)               \
+  X(Or, "or", 2)                 \
+  X(Eq, "eq", 2)                 \
+  X(Ne, "ne", 2)                 \
+  X(Lt, "lt", 2)                 \
+  X(Le, "le", 2)                 \
+  X(Gt, "gt", 2)                 \
+  X(Ge, "ge", 2)                 \
   X(Select, "select", 3)
 
 enum class LoopOp : uint8_t {
