@@ -120,6 +120,13 @@ int main() {
     double t_eager = median_ms([&] { eager(); });
     double t_kernel = median_ms([&] { kernel->run({x}); });
     report("gelu (tanh form), 4M f32", t_eager, t_kernel, diff);
+    // The kernel alone on a preallocated output (no allocation, one thread).
+    at::Tensor out = at::empty({4194304});
+    void* buffers[] = {x.data_ptr(), out.data_ptr()};
+    auto function = kernel->compilation().function;
+    double t_raw = median_ms([&] { function(buffers, nullptr, 0, 4194304); });
+    std::printf("%-34s %8.3f ms (%.2f ns per element)\n", "  kernel function only", t_raw,
+                t_raw * 1e6 / 4194304);
   }
   {
     at::Tensor x = at::randn({256, 1024});
