@@ -96,11 +96,37 @@ Value* expm1_reduced_short(IRBuilder<>& b, Value* r) {
 }  // namespace
 
 Value* exp(IRBuilder<>& b, Value* x) {
+  // Fast path, taken when every lane has |x| < 87 (so no NaN): 2^n is one normal factor
+  // and nothing needs clamping or patching. Otherwise the general path below.
+  Value* in_range =
+      b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), c(b, x, 87.0));
+  Value* all_in_range = in_range->getType()->isVectorTy() ? b.CreateAndReduce(in_range) : in_range;
+  llvm::BasicBlock* fast_block = b.GetInsertBlock();
+  llvm::Function* function = fast_block->getParent();
+  Reduced fast_red = reduce_ln2(b, x);
+  Value* fast_p = b.CreateFAdd(expm1_reduced(b, fast_red.r), c(b, x, 1.0));
+  Value* ni = b.CreateFPToSI(fast_red.n, int_type_like(x));
+  Value* scale =
+      b.CreateBitCast(b.CreateShl(b.CreateAdd(ni, ci(ni, 127)), ci(ni, 23)), x->getType());
+  Value* fast = b.CreateFMul(fast_p, scale);
+  fast_block = b.GetInsertBlock();
+  auto* general_block = llvm::BasicBlock::Create(b.getContext(), "exp.general", function);
+  auto* join = llvm::BasicBlock::Create(b.getContext(), "exp.join", function);
+  b.CreateCondBr(all_in_range, join, general_block);
+
+  b.SetInsertPoint(general_block);
   Reduced red = reduce_ln2(b, clamp_exp_argument(b, x));
   Value* p = b.CreateFAdd(expm1_reduced(b, red.r), c(b, x, 1.0));
   auto [s1, s2] = pow2_factors(b, red.n);
-  Value* result = b.CreateFMul(b.CreateFMul(p, s1), s2);
-  return b.CreateSelect(is_nan(b, x), x, result);
+  Value* general = b.CreateSelect(is_nan(b, x), x, b.CreateFMul(b.CreateFMul(p, s1), s2));
+  general_block = b.GetInsertBlock();
+  b.CreateBr(join);
+
+  b.SetInsertPoint(join);
+  llvm::PHINode* result = b.CreatePHI(x->getType(), 2);
+  result->addIncoming(fast, fast_block);
+  result->addIncoming(general, general_block);
+  return result;
 }
 
 Value* expm1(IRBuilder<>& b, Value* x) {

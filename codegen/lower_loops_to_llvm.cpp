@@ -319,6 +319,28 @@ class LlvmEmitter {
 
   // --- statements -----------------------------------------------------------------------
 
+  static bool has_transcendental(const LoopBlock& block) {
+    for (const auto& st : block) {
+      switch (st->op) {
+        case LoopOp::Exp:
+        case LoopOp::Expm1:
+        case LoopOp::Log:
+        case LoopOp::Log1p:
+        case LoopOp::Tanh:
+        case LoopOp::Erf:
+        case LoopOp::Sigmoid:
+        case LoopOp::Sin:
+        case LoopOp::Cos:
+        case LoopOp::Pow:
+          if (st->kind == LoopStmtKind::Instr) return true;
+          break;
+        default:
+          break;
+      }
+    }
+    return false;
+  }
+
   static bool has_loops(const LoopBlock& block) {
     for (const auto& s : block) {
       if (s->kind == LoopStmtKind::For || s->kind == LoopStmtKind::Reduce) return true;
@@ -619,7 +641,9 @@ class LlvmEmitter {
     bool vector = vectorizable(s.body, false, inner);
     llvm::Type* vtype = llvm::FixedVectorType::get(type, static_cast<unsigned>(lanes_));
     // Independent vector accumulators break the dependency chain of the combine.
-    int unroll = vector && inner >= 4 * lanes_ ? 4 : 1;
+    // Only cheap bodies are latency-bound by the accumulator; a transcendental body has
+    // enough independent work and would just grow the code (and the compile time).
+    int unroll = vector && inner >= 4 * lanes_ && !has_transcendental(s.body) ? 4 : 1;
     std::vector<llvm::AllocaInst*> vaccs;
     for (int u = 0; vector && u < unroll; ++u) {
       vaccs.push_back(entry_alloca(vtype));
