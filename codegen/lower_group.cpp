@@ -529,9 +529,10 @@ class GroupLowering {
                       {t.value, constant(DType::Int64, static_cast<double>(t.coefficient))});
       sum = sum < 0 ? term : instr(DType::Int64, LoopOp::Add, {sum, term});
     }
-    ValueId offset = constant(DType::Int64, static_cast<double>(a.offset));
-    if (sum < 0) return offset;
-    return a.offset == 0 ? sum : instr(DType::Int64, LoopOp::Add, {sum, offset});
+    if (sum < 0) return constant(DType::Int64, static_cast<double>(a.offset));
+    if (a.offset == 0) return sum;
+    return instr(DType::Int64, LoopOp::Add,
+                 {sum, constant(DType::Int64, static_cast<double>(a.offset))});
   }
 
   // a / d and a % d for a >= 0, exact where the terms split cleanly, else computed.
@@ -550,15 +551,18 @@ class GroupLowering {
     }
     int64_t rest_max = max_of(rest);
     if (a.offset >= 0 && rest_max >= 0 && rest_max < d) return {quotient, rest};
-    ValueId whole = materialize(a);
+    // (d A + B) / d = A + B / d for B >= 0: only the part that does not split is computed.
+    bool nonnegative = a.offset >= 0 && rest_max >= 0;
+    const AffineIndex& part = nonnegative ? rest : a;
+    ValueId whole = materialize(part);
     ValueId divisor = constant(DType::Int64, static_cast<double>(d));
     ValueId q = instr(DType::Int64, LoopOp::Div, {whole, divisor});
     ValueId r = instr(DType::Int64, LoopOp::Rem, {whole, divisor});
-    int64_t whole_max = max_of(a);
-    value_max_[q] = whole_max >= 0 ? whole_max / d : -1;
+    int64_t part_max = max_of(part);
+    value_max_[q] = part_max >= 0 ? part_max / d : -1;
     value_max_[r] = d - 1;
-    AffineIndex qi;
-    qi.terms.push_back({q, 1});
+    AffineIndex qi = nonnegative ? quotient : AffineIndex{};
+    add_term(qi, q, 1);
     AffineIndex ri;
     ri.terms.push_back({r, 1});
     return {qi, ri};
@@ -629,13 +633,18 @@ class GroupLowering {
       auto it = b->memo.find(key);
       if (it != b->memo.end()) return it->second;
     }
+    // Emitted in the outermost block where its index is defined: a row-invariant value is
+    // computed once per row, not in every loop that reads it.
+    Block* caller = current_;
+    Block* host = host_of(index);
+    if (host->depth < current_->depth) current_ = host;
     std::optional<ValueId> saved = load_row_temp(v, index);
     ValueId result = saved           ? *saved
                      : v->is_input() ? emit_load(v, index)
                                      : emit_node(*v->producer(), v, index);
     // Reductions memoize themselves in their host block.
-    if (!v->is_input() && is_reduction(v->producer()->op())) return result;
-    current_->memo[key] = result;
+    if (v->is_input() || !is_reduction(v->producer()->op())) current_->memo[key] = result;
+    current_ = caller;
     return result;
   }
 
