@@ -295,7 +295,7 @@ graph(%x: f32[4, 4] cpu, %y: f32[4, 4] cpu):
   %0: f32[4, 4] cpu = aten::mm(%x, %y)
   return (%0)
 )");
-  Expected<std::unique_ptr<CpuKernel>> kernel = CpuKernel::compile(group);
+  Expected<std::unique_ptr<CpuKernel>> kernel = CpuKernel::compile(group, testing::uncached());
   REQUIRE(!kernel);
   CHECK(kernel.error().message.find("aten::mm") != std::string::npos);
 }
@@ -306,7 +306,7 @@ graph(%x: f32[4, 4] cpu):
   %0: f32[4, 4] cpu = aten::neg(%x)
   return (%0)
 )");
-  auto kernel = CpuKernel::compile(group);
+  auto kernel = CpuKernel::compile(group, testing::uncached());
   REQUIRE(kernel);
   CHECK_THROWS((*kernel)->run({at::randn({4, 4}).t()}));
   CHECK_THROWS((*kernel)->run({at::randn({4, 4}, at::kDouble)}));
