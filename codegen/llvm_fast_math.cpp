@@ -193,9 +193,10 @@ Value* tanh(IRBuilder<>& b, Value* x) {
       b.CreateBitCast(b.CreateShl(b.CreateAdd(ni, ci(ni, 127)), ci(ni, 23)), x->getType());
   Value* e = fma(b, pow2, q, b.CreateFSub(pow2, c(b, x, 1.0)));
   Value* t = b.CreateFDiv(e, b.CreateFAdd(e, c(b, x, 2.0)));
+  // NaN takes the polynomial branch (unordered compare), which propagates it.
   Value* result =
-      b.CreateCopySign(b.CreateSelect(b.CreateFCmpOLT(abs_x, c(b, x, 0.625)), near, t), x);
-  return b.CreateSelect(is_nan(b, x), x, result);
+      b.CreateCopySign(b.CreateSelect(b.CreateFCmpULT(abs_x, c(b, x, 0.625)), near, t), x);
+  return result;
 }
 
 Value* erf(IRBuilder<>& b, Value* x) {
@@ -217,17 +218,17 @@ Value* erf(IRBuilder<>& b, Value* x) {
        8.342988439835608e-05, -0.00045052485074847937, 0.002301059663295746, -0.011416430585086346,
        0.05819413810968399, -0.35982340574264526, -1.5345509052276611});
   Value* far = b.CreateFSub(c(b, x, 1.0), exp(b, fma(b, b.CreateFNeg(a4), a4, s)));
-  Value* result = b.CreateSelect(b.CreateFCmpOLT(a, c(b, x, 0.875)), near, far);
-  result = b.CreateCopySign(result, x);
-  return b.CreateSelect(is_nan(b, x), x, result);
+  // NaN takes the polynomial branch (unordered compare), which propagates it.
+  Value* result = b.CreateSelect(b.CreateFCmpULT(a, c(b, x, 0.875)), near, far);
+  return b.CreateCopySign(result, x);
 }
 
 Value* sigmoid(IRBuilder<>& b, Value* x) {
   // With t = e^-|x|: 1 / (1 + t) for x >= 0, t / (1 + t) below, both without cancellation.
   Value* t = exp(b, b.CreateFNeg(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x)));
   Value* s = b.CreateFDiv(c(b, x, 1.0), b.CreateFAdd(t, c(b, x, 1.0)));
-  Value* result = b.CreateSelect(b.CreateFCmpOGE(x, c(b, x, 0.0)), s, b.CreateFMul(t, s));
-  return b.CreateSelect(is_nan(b, x), x, result);
+  // NaN: t and s are NaN already.
+  return b.CreateSelect(b.CreateFCmpOGE(x, c(b, x, 0.0)), s, b.CreateFMul(t, s));
 }
 
 }  // namespace dynvm::codegen::fast_math
