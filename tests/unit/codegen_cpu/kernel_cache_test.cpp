@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <stdlib.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -81,6 +82,41 @@ TEST_CASE("kernel cache: a second compile loads from disk and compiles nothing",
   auto third = CpuKernel::compile(group, memory);
   REQUIRE(third);
   CHECK((*third)->compilation().from_memory);
+}
+
+// Run in a child process by the next test (hidden: only runs when named): compiles kGroup
+// into the cache directory named by DYNVM_KERNEL_CACHE_TEST_DIR.
+TEST_CASE("kernel cache: child process populating the cache", "[.kernel_cache_child]") {
+  const char* dir = std::getenv("DYNVM_KERNEL_CACHE_TEST_DIR");
+  REQUIRE(dir);
+  CpuCompileOptions options;
+  options.cache_dir = dir;
+  auto kernel = CpuKernel::compile(parse(kGroup), options);
+  REQUIRE(kernel);
+  CHECK((*kernel)->compilation().compiled);
+}
+
+TEST_CASE("kernel cache: a kernel another process compiled is loaded, not compiled",
+          "[codegen_cpu][kernel_cache]") {
+  TempDir dir;
+  // This test binary, run again as a separate process.
+  std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::string command = "DYNVM_KERNEL_CACHE_TEST_DIR='" + dir.path() + "' '" + self +
+                        "' '[.kernel_cache_child]' > /dev/null 2>&1";
+  REQUIRE(std::system(command.c_str()) == 0);
+  REQUIRE(std::filesystem::directory_iterator(dir.path()) != std::filesystem::directory_iterator());
+  CpuCompileOptions options;
+  options.cache_dir = dir.path();
+  options.use_memory_cache = false;
+  int64_t before = cpu_jit_compilation_count();
+  auto kernel = CpuKernel::compile(parse(kGroup), options);
+  REQUIRE(kernel);
+  CHECK((*kernel)->compilation().from_disk);
+  CHECK(!(*kernel)->compilation().compiled);
+  CHECK(cpu_jit_compilation_count() == before);
+  at::Tensor x = at::randn({16, 33});
+  at::Tensor y = at::randn({33});
+  CHECK(at::allclose((*kernel)->run({x, y})[0], at::erf(x * y), 1e-6, 1e-6));
 }
 
 TEST_CASE("kernel cache: keys follow the kernel and the target", "[codegen_cpu][kernel_cache]") {
