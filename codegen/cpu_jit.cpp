@@ -15,6 +15,7 @@
 
 #include "dynvm/codegen/kernel_disk_cache.h"
 #include "dynvm/codegen/loop_ir_printer.h"
+#include "dynvm/codegen/loop_ir_verify.h"
 
 #ifdef DYNVM_HAVE_LLVM
 #include <llvm/Config/llvm-config.h>
@@ -214,7 +215,16 @@ Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
   auto start = std::chrono::steady_clock::now();
   HostJit& host = host_jit();
   if (!host.error.empty()) return make_error("the CPU backend is unavailable: " + host.error);
+  std::vector<std::string> problems = verify_loop_kernel(kernel);
+  if (!problems.empty()) {
+    std::string message = "internal error: invalid loop IR for kernel " + kernel.name + ":";
+    for (const std::string& p : problems) message += "\n  " + p;
+    return make_error(message);
+  }
   int lanes = options.vector_lanes > 0 ? options.vector_lanes : host.lanes;
+  if (lanes > 64 || (lanes & (lanes - 1)) != 0) {
+    return make_error("vector_lanes must be a power of two up to 64, not " + std::to_string(lanes));
+  }
   std::string text = to_text(kernel);
   std::string key = content_hash(text + "\n" + host.cpu + " " + host.features + "\nlanes " +
                                  std::to_string(lanes) + "\ndynvm " DYNVM_CODEGEN_VERSION + " " +

@@ -11,6 +11,7 @@
 #include "dynvm/codegen/cpu_jit.h"
 #include "dynvm/codegen/loop_ir_parser.h"
 #include "dynvm/codegen/loop_ir_printer.h"
+#include "dynvm/codegen/loop_ir_verify.h"
 
 namespace dynvm::codegen {
 namespace {
@@ -122,6 +123,55 @@ TEST_CASE("loop IR: parse errors say where and what", "[codegen_cpu][loop_ir]") 
     INFO(n);
     CHECK(!kernel);
   }
+}
+
+TEST_CASE("loop IR: the verifier reports ill-formed kernels", "[codegen_cpu][loop_ir]") {
+  CHECK(verify_loop_kernel(parse_ok(kRowSoftmax)).empty());
+  auto problems = [](const std::string& text) {
+    std::vector<std::string> found = verify_loop_kernel(parse_ok(text));
+    std::string all;
+    for (const std::string& p : found) all += p + "\n";
+    return all;
+  };
+  // Operand types must agree with the result.
+  CHECK(problems(R"(kernel k(@x: f32[4] in, @y: f64[4] out) {
+  parallel for %i in 0..4 {
+    %a: f32 = load @x[%i]
+    %b: f64 = neg %a
+    store @y[%i] = %b
+  }
+})") == "neg: value 1 is f32, the result f64\n");
+  // A value of a loop body is not visible after the loop.
+  CHECK(problems(R"(kernel k(@x: f32[4] in, @y: f32[4] out) {
+  parallel for %i in 0..4 {
+    for %j in 0..4 {
+      %a: f32 = load @x[%j]
+    }
+    store @y[%i] = %a
+  }
+})") == "store uses value 2 where it is not defined\n");
+  // Indices are i64; parallel loops only at the top.
+  CHECK(problems(R"(kernel k(@x: f32[4] in, @y: f32[4] out) {
+  for %i in 0..4 {
+    %a: f32 = load @x[%i]
+    parallel for %j in 0..1 {
+      store @y[%a] = %a
+    }
+  }
+})") == "a parallel loop is not at the top level\nstore: index term value 1 is not i64\n");
+  // compile_cpu_kernel refuses what the verifier rejects.
+  LoopKernel bad = parse_ok(R"(kernel k(@x: f32[4] in, @y: f64[4] out) {
+  parallel for %i in 0..4 {
+    %a: f32 = load @x[%i]
+    %b: f64 = neg %a
+    store @y[%i] = %b
+  }
+})");
+  CpuCompileOptions options;
+  options.use_disk_cache = false;
+  Expected<CpuCompiledKernel> compiled = compile_cpu_kernel(bad, options);
+  REQUIRE(!compiled);
+  CHECK(compiled.error().message.find("invalid loop IR") != std::string::npos);
 }
 
 TEST_CASE("loop IR: coalescing merges contiguous nests only", "[codegen_cpu][loop_ir]") {

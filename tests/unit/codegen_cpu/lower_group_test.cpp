@@ -4,6 +4,7 @@
 #include "catch.h"
 #include "dynvm/codegen/coalesce_loops.h"
 #include "dynvm/codegen/loop_ir_printer.h"
+#include "dynvm/codegen/loop_ir_verify.h"
 #include "dynvm/codegen/lower_group.h"
 #include "dynvm/graph/graph_parser.h"
 
@@ -16,6 +17,7 @@ std::string lower(const std::string& group_text, const std::string& name) {
   Expected<LoopKernel> kernel = lower_group(*group, name);
   if (!kernel) FAIL("lowering error: " << kernel.error().message);
   coalesce_loops(*kernel);
+  CHECK(verify_loop_kernel(*kernel).empty());
   return to_text(*kernel);
 }
 
