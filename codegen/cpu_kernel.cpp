@@ -81,28 +81,48 @@ Expected<std::unique_ptr<CpuKernel>> CpuKernel::compile(const graph::Graph& grou
 }
 
 std::vector<at::Tensor> CpuKernel::run(const std::vector<at::Tensor>& inputs) const {
-  TORCH_CHECK(inputs.size() == inputs_.size(), "kernel ", kernel_.name, " takes ", inputs_.size(),
-              " inputs, got ", inputs.size());
-  std::vector<void*> buffers;
-  buffers.reserve(inputs_.size() + outputs_.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const at::Tensor& t = inputs[i];
-    const graph::TensorMeta& meta = inputs_[i];
-    TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == scalar_type_of(meta.dtype) &&
-                    t.sizes().vec() == meta.sizes,
-                "kernel ", kernel_.name, ": input ", i, " has another dtype, device or shape than ",
-                "the kernel was compiled for");
-    for (size_t d = 0; d < meta.dim(); ++d) {
-      TORCH_CHECK(meta.sizes[d] <= 1 || t.stride(static_cast<int64_t>(d)) == meta.strides[d],
-                  "kernel ", kernel_.name, ": input ", i, " has other strides than compiled for");
-    }
-    buffers.push_back(const_cast<void*>(t.data_ptr()));
-  }
   std::vector<at::Tensor> outputs;
+  outputs.reserve(outputs_.size());
   for (const graph::TensorMeta& meta : outputs_) {
     outputs.push_back(at::empty_strided(meta.sizes, meta.strides,
                                         at::TensorOptions().dtype(scalar_type_of(meta.dtype))));
-    buffers.push_back(outputs.back().data_ptr());
+  }
+  run_into(inputs, outputs);
+  return outputs;
+}
+
+namespace {
+
+// Checks `t` against `meta` (dtype, device, sizes, and strides of dims longer than 1).
+void check_tensor(const at::Tensor& t, const graph::TensorMeta& meta, const std::string& kernel,
+                  const char* what, size_t i) {
+  TORCH_CHECK(t.defined() && t.device().is_cpu() && t.scalar_type() == scalar_type_of(meta.dtype) &&
+                  t.sizes().vec() == meta.sizes,
+              "kernel ", kernel, ": ", what, " ", i,
+              " has another dtype, device or shape than the kernel was compiled for");
+  for (size_t d = 0; d < meta.dim(); ++d) {
+    TORCH_CHECK(meta.sizes[d] <= 1 || t.stride(static_cast<int64_t>(d)) == meta.strides[d],
+                "kernel ", kernel, ": ", what, " ", i, " has other strides than compiled for");
+  }
+}
+
+}  // namespace
+
+void CpuKernel::run_into(const std::vector<at::Tensor>& inputs,
+                         const std::vector<at::Tensor>& outputs) const {
+  TORCH_CHECK(inputs.size() == inputs_.size(), "kernel ", kernel_.name, " takes ", inputs_.size(),
+              " inputs, got ", inputs.size());
+  TORCH_CHECK(outputs.size() == outputs_.size(), "kernel ", kernel_.name, " gives ",
+              outputs_.size(), " outputs, got ", outputs.size(), " to fill");
+  std::vector<void*> buffers;
+  buffers.reserve(inputs_.size() + outputs_.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_tensor(inputs[i], inputs_[i], kernel_.name, "input", i);
+    buffers.push_back(const_cast<void*>(inputs[i].data_ptr()));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    check_tensor(outputs[i], outputs_[i], kernel_.name, "output", i);
+    buffers.push_back(outputs[i].data_ptr());
   }
   CpuKernelFunction function = compiled_.function;
   int64_t extent = kernel_.parallel_extent();
@@ -125,7 +145,6 @@ std::vector<at::Tensor> CpuKernel::run(const std::vector<at::Tensor>& inputs) co
   } else {
     at::parallel_for(0, extent, grain, run_chunk);
   }
-  return outputs;
 }
 
 }  // namespace dynvm::codegen

@@ -311,6 +311,13 @@ graph(%x: f32[4, 4] cpu):
   CHECK_THROWS((*kernel)->run({at::randn({4, 4}).t()}));
   CHECK_THROWS((*kernel)->run({at::randn({4, 4}, at::kDouble)}));
   CHECK_NOTHROW((*kernel)->run({at::randn({4, 4})}));
+  // Into caller-provided outputs.
+  at::Tensor x = at::randn({4, 4});
+  at::Tensor out = at::empty({4, 4});
+  (*kernel)->run_into({x}, {out});
+  CHECK(at::equal(out, -x));
+  CHECK_THROWS((*kernel)->run_into({x}, {at::empty({4, 4}).t()}));
+  CHECK_THROWS((*kernel)->run_into({x}, {}));
 }
 
 TEST_CASE("cpu kernel: the inner loop is vectorized in the LLVM IR", "[codegen_cpu]") {

@@ -32,6 +32,11 @@ class CpuKernel {
   // input throws c10::Error, as an ATen kernel would.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
 
+  // The same into caller-provided outputs (for planned memory), which must have exactly
+  // the dtype, sizes and strides of the group's outputs and must not overlap the inputs.
+  void run_into(const std::vector<at::Tensor>& inputs,
+                const std::vector<at::Tensor>& outputs) const;
+
   const LoopKernel& loop_kernel() const { return kernel_; }
   const CpuCompiledKernel& compilation() const { return compiled_; }
   // Wall time of compile(): lowering, LLVM (unless cached) and loading.
