@@ -289,6 +289,29 @@ graph(%x: f32[8, 10] cpu, %v: f32[10] cpu):
 )");
 }
 
+TEST_CASE("cpu kernel: tiny and empty shapes", "[codegen_cpu]") {
+  // Rows shorter than a vector: scalar loops only.
+  check_against_aten(R"(
+graph(%x: f64[3, 5] cpu):
+  %0: f64[3, 1] cpu = aten::amax(%x, [-1], True)
+  %1: f64[3, 5] cpu = aten::sub.Tensor(%x, %0)
+  %2: f64[3, 5] cpu = aten::exp(%1)
+  %3: f64[3, 1] cpu = aten::sum.dim_IntList(%2, [-1], True)
+  %4: f64[3, 5] cpu = aten::div.Tensor(%2, %3)
+  return (%4)
+)");
+  check_against_aten(R"(
+graph(%x: f32[0, 5] cpu, %y: f32[5] cpu):
+  %0: f32[0, 5] cpu = aten::add.Tensor(%x, %y)
+  return (%0)
+)");
+  check_against_aten(R"(
+graph(%x: f32[4, 0] cpu):
+  %0: f32[4] cpu = aten::sum.dim_IntList(%x, [1], False)
+  return (%0)
+)");
+}
+
 TEST_CASE("cpu kernel: an operator outside the primitives is an error", "[codegen_cpu]") {
   graph::Graph group = parse(R"(
 graph(%x: f32[4, 4] cpu, %y: f32[4, 4] cpu):
