@@ -197,6 +197,28 @@ std::string cpu_jit_target() {
 #endif
 }
 
+Expected<std::string> cpu_kernel_llvm_ir(const LoopKernel& kernel, int lanes) {
+#ifndef DYNVM_HAVE_LLVM
+  (void)kernel;
+  (void)lanes;
+  return make_error("the CPU backend is unavailable: dynvm was built without LLVM");
+#else
+  std::vector<std::string> problems = verify_loop_kernel(kernel);
+  if (!problems.empty()) return make_error("invalid loop IR: " + problems.front());
+  if (lanes < 1 || lanes > 64 || (lanes & (lanes - 1)) != 0) {
+    return make_error("lanes must be a power of two up to 64");
+  }
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> module =
+      lower_loops_to_llvm(kernel, context, "dynvm_kernel", lanes);
+  std::string ir;
+  llvm::raw_string_ostream stream(ir);
+  module->print(stream, nullptr);
+  stream.flush();
+  return ir;
+#endif
+}
+
 int64_t cpu_jit_compilation_count() {
 #ifdef DYNVM_HAVE_LLVM
   std::lock_guard<std::mutex> lock(host_jit().mutex);

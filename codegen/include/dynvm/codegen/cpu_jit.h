@@ -45,6 +45,10 @@ std::string cpu_jit_target();
 Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
                                                const CpuCompileOptions& options = {});
 
+// The LLVM IR `kernel` lowers to before optimisation, with `lanes` vector lanes and the
+// function named `dynvm_kernel` (golden tests, debugging). Independent of the host CPU.
+Expected<std::string> cpu_kernel_llvm_ir(const LoopKernel& kernel, int lanes);
+
 // How many kernels LLVM has compiled in this process (cache hits excluded).
 int64_t cpu_jit_compilation_count();
 
