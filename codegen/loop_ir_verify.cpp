@@ -96,8 +96,39 @@ class Verifier {
     define(s.result, s.type, scope);
   }
 
+  static bool needs_float(LoopOp op) {
+    switch (op) {
+      case LoopOp::Reciprocal:
+      case LoopOp::Sqrt:
+      case LoopOp::Rsqrt:
+      case LoopOp::Exp:
+      case LoopOp::Expm1:
+      case LoopOp::Log:
+      case LoopOp::Log1p:
+      case LoopOp::Tanh:
+      case LoopOp::Erf:
+      case LoopOp::Sigmoid:
+      case LoopOp::Sin:
+      case LoopOp::Cos:
+      case LoopOp::Pow:
+        return true;
+      default:
+        return false;
+    }
+  }
+
   void check_types(const LoopStmt& s, const std::string& op) {
     if (s.op == LoopOp::Cast) return;
+    if (needs_float(s.op) && !graph::is_floating(s.type)) {
+      problem(op + " takes floating-point operands, not " +
+              std::string(graph::dtype_short_name(s.type)));
+      return;
+    }
+    if ((s.op == LoopOp::Not || s.op == LoopOp::And || s.op == LoopOp::Or) &&
+        graph::is_floating(s.type)) {
+      problem(op + " takes bool or integer operands");
+      return;
+    }
     if (s.op == LoopOp::Select) {
       if (type(s.operands[0]) != graph::DType::Bool) problem("select: the condition is not bool");
       if (type(s.operands[1]) != s.type || type(s.operands[2]) != s.type) {

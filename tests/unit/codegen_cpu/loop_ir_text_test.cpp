@@ -159,6 +159,14 @@ TEST_CASE("loop IR: the verifier reports ill-formed kernels", "[codegen_cpu][loo
     }
   }
 })") == "a parallel loop is not at the top level\nstore: index term value 1 is not i64\n");
+  // Math functions want floats.
+  CHECK(problems(R"(kernel k(@x: i32[4] in, @y: i32[4] out) {
+  parallel for %i in 0..4 {
+    %a: i32 = load @x[%i]
+    %b: i32 = exp %a
+    store @y[%i] = %b
+  }
+})") == "exp takes floating-point operands, not i32\n");
   // compile_cpu_kernel refuses what the verifier rejects.
   LoopKernel bad = parse_ok(R"(kernel k(@x: f32[4] in, @y: f64[4] out) {
   parallel for %i in 0..4 {
