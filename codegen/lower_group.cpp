@@ -317,27 +317,23 @@ class GroupLowering {
       if (!is_reduction(node->op())) continue;
       const graph::TensorMeta& in = meta_of(node->arg(0).as_value());
       std::vector<int64_t> dims = reduced_dims(*node);
-      size_t first = in.dim() - dims.size();
-      for (size_t k = 0; k < dims.size(); ++k) {
-        if (dims[k] != static_cast<int64_t>(first + k)) {
-          unsupported("a reduction over dims that are not the innermost ones");
-        }
-      }
       if (!have_reduction) {
         full_sizes_ = in.sizes;
-        row_rank_ = first;
+        reduced_ = dims;
         have_reduction = true;
-      } else if (full_sizes_ != in.sizes || row_rank_ != first) {
+      } else if (full_sizes_ != in.sizes || reduced_ != dims) {
         unsupported("reductions of different shapes in one group");
       }
     }
     if (group_.outputs().empty()) unsupported("a group without outputs");
-    if (!have_reduction) {
-      full_sizes_ = meta_of(group_.outputs()[0]).sizes;
-      row_rank_ = full_sizes_.size();
+    if (!have_reduction) full_sizes_ = meta_of(group_.outputs()[0]).sizes;
+    // Rows are the kept dims, in order; the reduced dims are looped over inside a row.
+    for (size_t d = 0; d < full_sizes_.size(); ++d) {
+      bool reduced = std::binary_search(reduced_.begin(), reduced_.end(), static_cast<int64_t>(d));
+      (reduced ? inner_dims_ : row_dims_).push_back(d);
     }
-    std::vector<int64_t> row(full_sizes_.begin(),
-                             full_sizes_.begin() + static_cast<std::ptrdiff_t>(row_rank_));
+    std::vector<int64_t> row;
+    for (size_t d : row_dims_) row.push_back(full_sizes_[d]);
     for (const Value* out : group_.outputs()) {
       const std::vector<int64_t>& sizes = meta_of(out).sizes;
       if (sizes == full_sizes_) {
@@ -388,13 +384,14 @@ class GroupLowering {
     top->stmts = &kernel_.body;
     current_ = top;
     // The first row dim of size > 1 is the parallel loop; without one, a loop of extent 1.
-    Index row_index(row_rank_);
-    for (size_t d = 0; d < row_rank_; ++d) {
-      if (full_sizes_[d] == 1) {
-        row_index[d] = constant_index(0);
+    Index row_index(row_dims_.size());
+    for (size_t k = 0; k < row_dims_.size(); ++k) {
+      int64_t size = full_sizes_[row_dims_[k]];
+      if (size == 1) {
+        row_index[k] = constant_index(0);
         continue;
       }
-      row_index[d].terms.push_back({open_loop(full_sizes_[d]), 1});
+      row_index[k].terms.push_back({open_loop(size), 1});
     }
     if (!root_) open_loop(1);
     Block* row_block = current_;
@@ -412,16 +409,14 @@ class GroupLowering {
         std::find(output_is_row_.begin(), output_is_row_.end(), false) != output_is_row_.end();
     if (!any_full) return;
     current_ = row_block;
-    Index full_index = row_index;
-    for (size_t d = row_rank_; d < full_sizes_.size(); ++d) {
+    Index full_index(full_sizes_.size());
+    for (size_t k = 0; k < row_dims_.size(); ++k) full_index[row_dims_[k]] = row_index[k];
+    for (size_t d : inner_dims_) {
       if (full_sizes_[d] == 1) {
-        full_index.push_back(constant_index(0));
+        full_index[d] = constant_index(0);
         continue;
       }
-      ValueId var = open_loop(full_sizes_[d]);
-      AffineIndex a;
-      a.terms.push_back({var, 1});
-      full_index.push_back(a);
+      full_index[d].terms.push_back({open_loop(full_sizes_[d]), 1});
     }
     for (size_t i = 0; i < group_.outputs().size(); ++i) {
       if (!output_is_row_[i]) store_output(i, full_index);
@@ -437,8 +432,12 @@ class GroupLowering {
         index.push_back(constant_index(0));
         continue;
       }
-      while (next_row_dim < row_rank_ && full_sizes_[next_row_dim] == 1) ++next_row_dim;
-      if (next_row_dim >= row_rank_) unsupported("a reduction result that is not row-shaped");
+      while (next_row_dim < row_dims_.size() && full_sizes_[row_dims_[next_row_dim]] == 1) {
+        ++next_row_dim;
+      }
+      if (next_row_dim >= row_dims_.size()) {
+        unsupported("a reduction result that is not row-shaped");
+      }
       index.push_back(row_index.at(next_row_dim++));
     }
     return index;
@@ -887,26 +886,35 @@ class GroupLowering {
   bool worth_saving(const Value* v, const std::vector<int64_t>& dims) const {
     if (v->is_input() || row_temps_.count(v)) return false;
     // Only whole rows: the reduced dims are exactly the inner dims of the iteration space.
-    if (meta_of(v).sizes != full_sizes_ || dims.size() != full_sizes_.size() - row_rank_) {
-      return false;
-    }
+    if (meta_of(v).sizes != full_sizes_ || dims != reduced_) return false;
     return (v->users().size() > 1 || v->num_output_uses() > 0) && is_expensive(v);
   }
 
+  std::vector<int64_t> inner_sizes() const {
+    std::vector<int64_t> inner;
+    for (size_t d : inner_dims_) inner.push_back(full_sizes_[d]);
+    return inner;
+  }
+
+  // The row part of a full-shape index (its kept dims).
+  Index row_part(const Index& index) const {
+    Index row;
+    for (size_t d : row_dims_) row.push_back(index.at(d));
+    return row;
+  }
+
   AffineIndex inner_offset(const Index& index) const {
-    std::vector<int64_t> inner(full_sizes_.begin() + static_cast<std::ptrdiff_t>(row_rank_),
-                               full_sizes_.end());
+    std::vector<int64_t> inner = inner_sizes();
     std::vector<int64_t> strides = row_major(inner);
     AffineIndex offset;
-    for (size_t d = 0; d < inner.size(); ++d) {
-      if (inner[d] != 1) add_into(offset, scaled(index[row_rank_ + d], strides[d]));
+    for (size_t k = 0; k < inner.size(); ++k) {
+      if (inner[k] != 1) add_into(offset, scaled(index.at(inner_dims_[k]), strides[k]));
     }
     return offset;
   }
 
   void save_row_temp(const Value* v, const Index& index, ValueId value, Block* host) {
-    std::vector<int64_t> inner(full_sizes_.begin() + static_cast<std::ptrdiff_t>(row_rank_),
-                               full_sizes_.end());
+    std::vector<int64_t> inner = inner_sizes();
     int32_t buffer = static_cast<int32_t>(kernel_.buffers.size());
     int64_t count = 1;
     for (int64_t s : inner) count *= s;
@@ -916,15 +924,13 @@ class GroupLowering {
     }
     kernel_.buffers.push_back({name, type_of(value), BufferRole::Temp, count});
     insert(current_, make_store(buffer, inner_offset(index), value));
-    Index row(index.begin(), index.begin() + static_cast<std::ptrdiff_t>(row_rank_));
-    row_temps_[v] = RowTemp{buffer, host, index_key(row)};
+    row_temps_[v] = RowTemp{buffer, host, index_key(row_part(index))};
   }
 
   std::optional<ValueId> load_row_temp(const Value* v, const Index& index) {
     auto it = row_temps_.find(v);
     if (it == row_temps_.end() || index.size() != full_sizes_.size()) return std::nullopt;
-    Index row(index.begin(), index.begin() + static_cast<std::ptrdiff_t>(row_rank_));
-    if (index_key(row) != it->second.row_key) return std::nullopt;
+    if (index_key(row_part(index)) != it->second.row_key) return std::nullopt;
     bool visible = false;
     for (Block* b = current_; b; b = b->parent) visible = visible || b == it->second.host;
     if (!visible) return std::nullopt;
@@ -1012,7 +1018,9 @@ class GroupLowering {
   LoopKernel kernel_;
   std::map<const Value*, int32_t> input_buffer_;
   std::vector<int64_t> full_sizes_;
-  size_t row_rank_ = 0;
+  std::vector<int64_t> reduced_;    // the dims every reduction reduces (sorted)
+  std::vector<size_t> row_dims_;    // kept dims: the row loops
+  std::vector<size_t> inner_dims_;  // reduced dims: the loops inside a row
   std::vector<bool> output_is_row_;
   std::vector<std::unique_ptr<Block>> blocks_;
   Block* current_ = nullptr;

@@ -260,6 +260,29 @@ graph(%x: f16[4, 300] cpu, %y: f64[4, 3] cpu):
 )");
 }
 
+TEST_CASE("cpu kernel: reductions over outer and middle dims", "[codegen_cpu]") {
+  // A bias gradient: column sums.
+  check_against_aten(R"(
+graph(%g: f32[64, 33] cpu):
+  %0: f32[33] cpu = aten::sum.dim_IntList(%g, [0], False)
+  return (%0)
+)");
+  // batch_norm-like statistics over dims 0 and 2, then normalisation.
+  check_against_aten(R"(
+graph(%x: f32[4, 3, 20] cpu):
+  %0: f32[1, 3, 1] cpu = aten::mean.dim(%x, [0, 2], True)
+  %1: f32[4, 3, 20] cpu = aten::sub.Tensor(%x, %0)
+  %2: f32[4, 3, 20] cpu = aten::mul.Tensor(%1, %1)
+  %3: f32[1, 3, 1] cpu = aten::mean.dim(%2, [0, 2], True)
+  %4: f32[1, 3, 1] cpu = aten::add.Tensor(%3, 1e-05)
+  %5: f32[1, 3, 1] cpu = aten::rsqrt(%4)
+  %6: f32[4, 3, 20] cpu = aten::mul.Tensor(%1, %5)
+  %7: f32[4, 3, 20] cpu = aten::exp(%6)
+  %8: f32[1, 3, 1] cpu = aten::sum.dim_IntList(%7, [0, 2], True)
+  return (%6, %0, %5, %8)
+)");
+}
+
 TEST_CASE("cpu kernel: views of inputs and of computed values", "[codegen_cpu]") {
   check_against_aten(R"(
 graph(%x: f32[4, 6] cpu, %y: f32[6, 4] cpu, %z: f32[2, 3, 4] cpu):

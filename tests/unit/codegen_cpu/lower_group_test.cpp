@@ -146,19 +146,38 @@ TEST_CASE(
 )");
 }
 
-TEST_CASE("lower_group: unsupported shapes and operators are errors",
+TEST_CASE("lower_group: reductions of different shapes are an error",
           "[codegen_cpu][lower_group]") {
   Expected<graph::Graph> group = graph::parse_graph(R"(
 graph(%x: f32[4, 5] cpu):
   %0: f32[5] cpu = aten::sum.dim_IntList(%x, [0], False)
-  return (%0)
+  %1: f32[4] cpu = aten::sum.dim_IntList(%x, [1], False)
+  return (%0, %1)
 )");
   REQUIRE(group);
   Expected<LoopKernel> kernel = lower_group(*group, "k");
   REQUIRE(!kernel);
   CHECK(kernel.error().message ==
-        "cannot lower the group to a CPU kernel: a reduction over dims that are not the "
-        "innermost ones");
+        "cannot lower the group to a CPU kernel: reductions of different shapes in one group");
+}
+
+TEST_CASE("lower_group: a reduction over an outer dim loops over columns",
+          "[codegen_cpu][lower_group]") {
+  CHECK(lower(R"(
+graph(%x: f32[4, 5] cpu):
+  %0: f32[5] cpu = aten::sum.dim_IntList(%x, [0], False)
+  return (%0)
+)",
+              "columns") == R"(kernel columns(@x: f32[20] in, @out0: f32[5] out) {
+  parallel for %i0 in 0..5 {
+    %0: f32 = reduce sum for %i1 in 0..4 {
+      %1: f32 = load @x[5*%i1 + %i0]
+      yield %1
+    }
+    store @out0[%i0] = %0
+  }
+}
+)");
 }
 
 }  // namespace
