@@ -159,6 +159,21 @@ int main() {
     report("x + r, layer_norm, 1024x1024", t_eager, t_kernel, diff);
   }
   {
+    // Column sums (a bias gradient): the reduction runs over the outer dim.
+    at::Tensor g = at::randn({1024, 1024});
+    auto kernel = compile(R"(
+graph(%g: f32[1024, 1024] cpu):
+  %0: f32[1024] cpu = aten::sum.dim_IntList(%g, [0], False)
+  return (%0)
+)",
+                          options);
+    auto eager = [&] { return g.sum(0); };
+    double diff = (kernel->run({g})[0] - eager()).abs().max().item<double>();
+    double t_eager = median_ms([&] { eager(); }, 100, 10);
+    double t_kernel = median_ms([&] { kernel->run({g}); }, 100, 10);
+    report("sum(g, 0), 1024x1024", t_eager, t_kernel, diff);
+  }
+  {
     // Cold: a fresh cache directory, nothing in memory. Warm: the same kernel from disk.
     std::string cold_dir = cache + "_cold";
     CpuCompileOptions cold;

@@ -559,7 +559,8 @@ class LlvmEmitter {
       set(var, {iv, false, false, 0}, DType::Int64);
       emit_block(s.body);
     };
-    if (!vectorizable(s.body, s.parallel, extent)) {
+    if (!vectorizable(s.body, s.parallel, extent) &&
+        !outer_vectorizable(s.body, var, s.parallel, extent)) {
       loop(start, end, 1, scalar_body, false);
       return;
     }
@@ -632,7 +633,106 @@ class LlvmEmitter {
     return at.CreateAlloca(type);
   }
 
+  // Counts loads in `block` (reduce bodies included) whose index has coefficient 1 for
+  // `var`, and those with coefficient 1 for a reduce variable.
+  static void count_unit_strides(const LoopBlock& block, ValueId var, int& along_var,
+                                 int& along_reduce, const std::vector<ValueId>& reduce_vars) {
+    for (const auto& st : block) {
+      if (st->kind == LoopStmtKind::Instr && st->op == LoopOp::Load) {
+        if (st->index.coefficient_of(var) == 1) ++along_var;
+        for (ValueId r : reduce_vars) {
+          if (st->index.coefficient_of(r) == 1) ++along_reduce;
+        }
+      }
+      if (st->kind == LoopStmtKind::Reduce) {
+        std::vector<ValueId> vars = reduce_vars;
+        vars.insert(vars.end(), st->vars.begin(), st->vars.end());
+        count_unit_strides(st->body, var, along_var, along_reduce, vars);
+      }
+    }
+  }
+
+  static bool has_for(const LoopBlock& block) {
+    for (const auto& st : block) {
+      if (st->kind == LoopStmtKind::For) return true;
+      if (st->kind == LoopStmtKind::Reduce && has_for(st->body)) return true;
+    }
+    return false;
+  }
+
+  // Outer-loop vectorisation: a loop whose body holds reductions (and no loop of its own)
+  // runs its lanes through the reductions together when its variable, not the reduced
+  // one, walks memory contiguously (column sums: one vector of columns per row read).
+  bool outer_vectorizable(const LoopBlock& body, ValueId var, bool dynamic, int64_t extent) const {
+    if (lanes_ == 1 || cur_lanes_ != 1 || has_for(body) || !has_loops(body)) return false;
+    if (!dynamic && extent < lanes_) return false;
+    int along_var = 0;
+    int along_reduce = 0;
+    count_unit_strides(body, var, along_var, along_reduce, {});
+    return along_var > along_reduce;
+  }
+
+  // A reduce inside a vectorised loop: every lane folds its own values; the reduce's own
+  // loops are scalar and the result is a vector.
+  void emit_lane_reduce(const LoopStmt& s) {
+    DType t = s.type;
+    llvm::Type* vtype = llvm::FixedVectorType::get(scalar_type(t), static_cast<unsigned>(lanes_));
+    // Cheap bodies fold into 4 accumulators in turn, hiding the combine's latency.
+    int64_t inner = s.extents.back();
+    int unroll = inner >= 4 && !has_transcendental(s.body) ? 4 : 1;
+    std::vector<llvm::AllocaInst*> accs;
+    for (int u = 0; u < unroll; ++u) {
+      accs.push_back(entry_alloca(vtype));
+      b_.CreateStore(reduce_init(s.reduce, t, llvm::UndefValue::get(vtype)), accs.back());
+    }
+    auto fold = [&](ValueId var, Value* iv, llvm::AllocaInst* acc) {
+      set(var, {iv, false, false, 0}, DType::Int64);
+      emit_block(s.body);
+      Value* y = as_vector(get(s.yield));
+      b_.CreateStore(combine(s.reduce, t, b_.CreateLoad(vtype, acc), y), acc);
+    };
+    std::function<void(size_t)> level = [&](size_t k) {
+      Value* extent = b_.getInt64(static_cast<uint64_t>(s.extents[k]));
+      if (k + 1 < s.vars.size()) {
+        loop(
+            b_.getInt64(0), extent, 1,
+            [&](Value* iv) {
+              set(s.vars[k], {iv, false, false, 0}, DType::Int64);
+              level(k + 1);
+            },
+            false);
+        return;
+      }
+      Value* rest = b_.getInt64(0);
+      if (unroll > 1) {
+        rest = loop(
+            rest, extent, unroll,
+            [&](Value* iv) {
+              for (int u = 0; u < unroll; ++u) {
+                Value* at = u == 0 ? iv : b_.CreateAdd(iv, b_.getInt64(static_cast<uint64_t>(u)));
+                fold(s.vars[k], at, accs[static_cast<size_t>(u)]);
+              }
+            },
+            false);
+      }
+      if (s.extents[k] % unroll != 0) {
+        loop(
+            rest, extent, 1, [&](Value* iv) { fold(s.vars[k], iv, accs[0]); }, unroll > 1);
+      }
+    };
+    level(0);
+    Value* result = b_.CreateLoad(vtype, accs[0]);
+    for (size_t u = 1; u < accs.size(); ++u) {
+      result = combine(s.reduce, t, result, b_.CreateLoad(vtype, accs[u]));
+    }
+    set(s.result, {result, true, false, 0}, t);
+  }
+
   void emit_reduce(const LoopStmt& s) {
+    if (cur_lanes_ > 1) {
+      emit_lane_reduce(s);
+      return;
+    }
     DType t = s.type;
     llvm::Type* type = scalar_type(t);
     llvm::AllocaInst* acc = entry_alloca(type);
