@@ -652,10 +652,13 @@ class LlvmEmitter {
     }
   }
 
-  static bool has_for(const LoopBlock& block) {
+  // A For anywhere, or a Store inside a reduce (a row temporary: one address per row, which
+  // lanes running different rows would share).
+  static bool has_for_or_inner_store(const LoopBlock& block, bool in_reduce) {
     for (const auto& st : block) {
       if (st->kind == LoopStmtKind::For) return true;
-      if (st->kind == LoopStmtKind::Reduce && has_for(st->body)) return true;
+      if (st->kind == LoopStmtKind::Store && in_reduce) return true;
+      if (st->kind == LoopStmtKind::Reduce && has_for_or_inner_store(st->body, true)) return true;
     }
     return false;
   }
@@ -664,7 +667,9 @@ class LlvmEmitter {
   // runs its lanes through the reductions together when its variable, not the reduced
   // one, walks memory contiguously (column sums: one vector of columns per row read).
   bool outer_vectorizable(const LoopBlock& body, ValueId var, bool dynamic, int64_t extent) const {
-    if (lanes_ == 1 || cur_lanes_ != 1 || has_for(body) || !has_loops(body)) return false;
+    if (lanes_ == 1 || cur_lanes_ != 1 || has_for_or_inner_store(body, false) || !has_loops(body)) {
+      return false;
+    }
     if (!dynamic && extent < lanes_) return false;
     int along_var = 0;
     int along_reduce = 0;

@@ -283,6 +283,21 @@ graph(%x: f32[4, 3, 20] cpu):
 )");
 }
 
+TEST_CASE("cpu kernel: a row temporary read only by another reduction", "[codegen_cpu]") {
+  // exp(x) feeds two reductions; with a transposed input the row loop walks memory
+  // contiguously, yet the rows must not share the temporary.
+  auto kernel = check_against_aten(R"(
+graph(%x: f32[40, 24]{1, 40} cpu):
+  %0: f32[40, 24]{1, 40} cpu = aten::exp(%x)
+  %1: f32[40] cpu = aten::sum.dim_IntList(%0, [1], False)
+  %2: f32[40, 24]{1, 40} cpu = aten::mul.Tensor(%0, %x)
+  %3: f32[40] cpu = aten::amax(%2, [1], False)
+  %4: f32[40] cpu = aten::div.Tensor(%3, %1)
+  return (%4)
+)");
+  CHECK(to_text(kernel->loop_kernel()).find("temp") != std::string::npos);
+}
+
 TEST_CASE("cpu kernel: views of inputs and of computed values", "[codegen_cpu]") {
   check_against_aten(R"(
 graph(%x: f32[4, 6] cpu, %y: f32[6, 4] cpu, %z: f32[2, 3, 4] cpu):
