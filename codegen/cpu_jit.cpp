@@ -45,7 +45,7 @@ namespace dynvm::codegen {
 namespace {
 
 // Bumped whenever the LLVM lowering changes what a given loop IR compiles to.
-constexpr const char* kEmitterRevision = "cpu-emitter-4";
+constexpr const char* kEmitterRevision = "cpu-emitter-5";
 
 bool logs_enabled(std::string_view topic) {
   const char* logs = std::getenv("DYNVM_LOGS");
