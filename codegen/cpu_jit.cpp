@@ -1,0 +1,319 @@
+// The CPU target's JIT: one process-wide LLJIT for the host CPU; each kernel is compiled
+// to an object file (or taken from the disk cache) and loaded into its own JITDylib.
+#include "dynvm/codegen/cpu_jit.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dynvm/codegen/kernel_disk_cache.h"
+#include "dynvm/codegen/loop_ir_printer.h"
+#include "dynvm/codegen/loop_ir_verify.h"
+
+#ifdef DYNVM_HAVE_LLVM
+#include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+
+#include "lower_loops_to_llvm.h"
+#endif
+
+#ifndef DYNVM_CODEGEN_VERSION
+#define DYNVM_CODEGEN_VERSION "unknown"
+#endif
+
+namespace dynvm::codegen {
+
+namespace {
+
+// Bumped whenever the LLVM lowering changes what a given loop IR compiles to.
+constexpr const char* kEmitterRevision = "cpu-emitter-5";
+
+bool logs_enabled(std::string_view topic) {
+  const char* logs = std::getenv("DYNVM_LOGS");
+  if (!logs) return false;
+  std::string_view all(logs);
+  size_t start = 0;
+  while (start <= all.size()) {
+    size_t comma = all.find(',', start);
+    std::string_view item =
+        all.substr(start, comma == std::string_view::npos ? all.size() - start : comma - start);
+    if (item == topic || item == "all") return true;
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return false;
+}
+
+int64_t g_compilations = 0;  // guarded by the JIT's mutex
+
+#ifdef DYNVM_HAVE_LLVM
+
+std::string llvm_error(llvm::Error error) { return llvm::toString(std::move(error)); }
+
+// The process-wide JIT. Never destroyed: kernels may be called until the process exits.
+struct HostJit {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::unique_ptr<llvm::TargetMachine> target_machine;
+  std::string cpu;
+  std::string features;  // sorted, "+avx2,+avx512f,-sse4a,…"
+  int lanes = 1;
+  std::string error;  // set when the JIT could not be created
+  std::mutex mutex;
+  std::map<std::string, CpuKernelFunction> loaded;  // cache key -> function
+  int64_t next_library = 0;
+};
+
+HostJit* create_host_jit() {
+  auto* host = new HostJit();
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::StringMap<bool> features;
+  llvm::sys::getHostCPUFeatures(features);
+  std::vector<std::string> items;
+  for (const auto& f : features) items.push_back((f.second ? "+" : "-") + f.first().str());
+  std::sort(items.begin(), items.end());
+  for (const std::string& item : items)
+    host->features += (host->features.empty() ? "" : ",") + item;
+  host->cpu = llvm::sys::getHostCPUName().str();
+  auto has = [&](const char* name) { return features.count(name) && features.lookup(name); };
+  host->lanes = has("avx512f") ? 16 : has("avx2") || has("avx") ? 8 : 4;
+
+  llvm::orc::JITTargetMachineBuilder builder{llvm::Triple(llvm::sys::getProcessTriple())};
+  builder.setCPU(host->cpu);
+  builder.addFeatures(items);
+  builder.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+  builder.setRelocationModel(llvm::Reloc::PIC_);
+  builder.setCodeModel(llvm::CodeModel::Small);
+  auto target_machine = builder.createTargetMachine();
+  if (!target_machine) {
+    host->error = llvm_error(target_machine.takeError());
+    return host;
+  }
+  host->target_machine = std::move(*target_machine);
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(builder).create();
+  if (!jit) {
+    host->error = llvm_error(jit.takeError());
+    return host;
+  }
+  host->jit = std::move(*jit);
+  // Kernels call libm (sinf, powf, …): resolve from the process.
+  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      host->jit->getDataLayout().getGlobalPrefix());
+  if (!process) {
+    host->error = llvm_error(process.takeError());
+    return host;
+  }
+  host->jit->getMainJITDylib().addGenerator(std::move(*process));
+  return host;
+}
+
+HostJit& host_jit() {
+  static HostJit* host = create_host_jit();
+  return *host;
+}
+
+void optimize(llvm::Module& module, llvm::TargetMachine& target_machine) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder builder(&target_machine);
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager passes =
+      builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  passes.run(module, mam);
+}
+
+Expected<std::string> emit_object(llvm::Module& module, llvm::TargetMachine& target_machine) {
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream stream(buffer);
+  llvm::legacy::PassManager passes;
+  if (target_machine.addPassesToEmitFile(passes, stream, nullptr, llvm::CGFT_ObjectFile)) {
+    return make_error("the LLVM target cannot emit object files");
+  }
+  passes.run(module);
+  return std::string(buffer.begin(), buffer.end());
+}
+
+// A loaded kernel (a struct: Expected of a plain function pointer trips -Wshadow).
+struct LoadedKernel {
+  CpuKernelFunction function = nullptr;
+};
+
+Expected<LoadedKernel> load_object(HostJit& host, const std::string& bytes,
+                                   const std::string& symbol) {
+  auto library = host.jit->createJITDylib("dynvm_kernels_" + std::to_string(host.next_library++));
+  if (!library) return make_error(llvm_error(library.takeError()));
+  library->addToLinkOrder(host.jit->getMainJITDylib());
+  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(bytes, symbol);
+  if (llvm::Error error = host.jit->addObjectFile(*library, std::move(buffer))) {
+    return make_error(llvm_error(std::move(error)));
+  }
+  auto address = host.jit->lookup(*library, symbol);
+  if (!address) return make_error(llvm_error(address.takeError()));
+  return LoadedKernel{address->toPtr<CpuKernelFunction>()};
+}
+
+#endif  // DYNVM_HAVE_LLVM
+
+}  // namespace
+
+bool cpu_jit_available() {
+#ifdef DYNVM_HAVE_LLVM
+  return host_jit().error.empty();
+#else
+  return false;
+#endif
+}
+
+std::string cpu_jit_target() {
+#ifdef DYNVM_HAVE_LLVM
+  return host_jit().cpu + " " + host_jit().features;
+#else
+  return "";
+#endif
+}
+
+Expected<std::string> cpu_kernel_llvm_ir(const LoopKernel& kernel, int lanes) {
+#ifndef DYNVM_HAVE_LLVM
+  (void)kernel;
+  (void)lanes;
+  return make_error("the CPU backend is unavailable: dynvm was built without LLVM");
+#else
+  std::vector<std::string> problems = verify_loop_kernel(kernel);
+  if (!problems.empty()) return make_error("invalid loop IR: " + problems.front());
+  if (lanes < 1 || lanes > 64 || (lanes & (lanes - 1)) != 0) {
+    return make_error("lanes must be a power of two up to 64");
+  }
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> module =
+      lower_loops_to_llvm(kernel, context, "dynvm_kernel", lanes);
+  std::string ir;
+  llvm::raw_string_ostream stream(ir);
+  module->print(stream, nullptr);
+  stream.flush();
+  return ir;
+#endif
+}
+
+int64_t cpu_jit_compilation_count() {
+#ifdef DYNVM_HAVE_LLVM
+  std::lock_guard<std::mutex> lock(host_jit().mutex);
+#endif
+  return g_compilations;
+}
+
+Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
+                                               const CpuCompileOptions& options) {
+#ifndef DYNVM_HAVE_LLVM
+  (void)kernel;
+  (void)options;
+  (void)logs_enabled;
+  return make_error("the CPU backend is unavailable: dynvm was built without LLVM");
+#else
+  auto start = std::chrono::steady_clock::now();
+  HostJit& host = host_jit();
+  if (!host.error.empty()) return make_error("the CPU backend is unavailable: " + host.error);
+  std::vector<std::string> problems = verify_loop_kernel(kernel);
+  if (!problems.empty()) {
+    std::string message = "internal error: invalid loop IR for kernel " + kernel.name + ":";
+    for (const std::string& p : problems) message += "\n  " + p;
+    return make_error(message);
+  }
+  int lanes = options.vector_lanes > 0 ? options.vector_lanes : host.lanes;
+  if (lanes > 64 || (lanes & (lanes - 1)) != 0) {
+    return make_error("vector_lanes must be a power of two up to 64, not " + std::to_string(lanes));
+  }
+  std::string text = to_text(kernel);
+  std::string key = content_hash(text + "\n" + host.cpu + " " + host.features + "\nlanes " +
+                                 std::to_string(lanes) + "\ndynvm " DYNVM_CODEGEN_VERSION + " " +
+                                 kEmitterRevision + "\nLLVM " LLVM_VERSION_STRING);
+  std::string symbol = "dynvm_kernel_" + key;
+  std::string dir = options.cache_dir.empty() ? default_kernel_cache_dir() : options.cache_dir;
+  CpuCompiledKernel result;
+  result.cache_key = key;
+  auto finish = [&](CpuKernelFunction function) {
+    result.function = function;
+    result.milliseconds =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  };
+
+  std::lock_guard<std::mutex> lock(host.mutex);
+  if (options.use_memory_cache) {
+    if (auto it = host.loaded.find(key); it != host.loaded.end()) {
+      result.from_memory = true;
+      return finish(it->second);
+    }
+  }
+  if (options.use_disk_cache) {
+    if (std::optional<std::string> bytes = load_cached_object(dir, key)) {
+      Expected<LoadedKernel> loaded = load_object(host, *bytes, symbol);
+      if (loaded) {
+        result.from_disk = true;
+        host.loaded[key] = loaded->function;
+        return finish(loaded->function);
+      }
+      // A corrupt or foreign object: compile afresh and overwrite it.
+    }
+  }
+
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> module = lower_loops_to_llvm(kernel, context, symbol, lanes);
+  module->setDataLayout(host.target_machine->createDataLayout());
+  module->setTargetTriple(host.target_machine->getTargetTriple().str());
+  std::string verify_errors;
+  llvm::raw_string_ostream verify_stream(verify_errors);
+  if (llvm::verifyModule(*module, &verify_stream)) {
+    return make_error("internal error: invalid LLVM IR for kernel " + kernel.name + ": " +
+                      verify_stream.str());
+  }
+  optimize(*module, *host.target_machine);
+  if (options.keep_llvm_ir || logs_enabled("kernels")) {
+    std::string ir;
+    llvm::raw_string_ostream ir_stream(ir);
+    module->print(ir_stream, nullptr);
+    ir_stream.flush();
+    if (logs_enabled("kernels")) {
+      std::cerr << "[dynvm kernels] " << kernel.name << " (" << key << ") loop IR:\n"
+                << text << "[dynvm kernels] " << kernel.name << " LLVM IR (optimized):\n"
+                << ir;
+    }
+    if (options.keep_llvm_ir) result.llvm_ir = std::move(ir);
+  }
+  Expected<std::string> object = emit_object(*module, *host.target_machine);
+  if (!object) return object.error();
+  ++g_compilations;
+  result.compiled = true;
+  if (options.use_disk_cache) store_cached_object(dir, key, *object);
+  Expected<LoadedKernel> loaded = load_object(host, *object, symbol);
+  if (!loaded) return loaded.error();
+  host.loaded[key] = loaded->function;
+  return finish(loaded->function);
+#endif
+}
+
+}  // namespace dynvm::codegen

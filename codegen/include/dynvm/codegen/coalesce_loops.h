@@ -1,0 +1,13 @@
+// Pass: merges perfectly nested loops whose every index sees them as one contiguous range.
+#pragma once
+
+#include "dynvm/codegen/loop_ir.h"
+
+namespace dynvm::codegen {
+
+// `for a in 0..A { for b in 0..B { S } }` becomes `for c in 0..A*B { S' }` when a and b
+// appear only in affine indices and every index has coefficient(a) = B * coefficient(b);
+// the same for adjacent variables of a reduce. The outer loop's `parallel` carries over.
+void coalesce_loops(LoopKernel& kernel);
+
+}  // namespace dynvm::codegen

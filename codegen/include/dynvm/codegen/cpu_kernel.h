@@ -1,0 +1,57 @@
+// CpuKernel: one fused group compiled for the CPU and callable on at::Tensors.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dynvm/codegen/cpu_jit.h"
+#include "dynvm/codegen/loop_ir.h"
+#include "dynvm/graph/graph.h"
+#include "dynvm/graph/tensor_meta.h"
+#include "dynvm/support/expected.h"
+
+namespace at {
+class Tensor;
+}  // namespace at
+
+namespace dynvm::codegen {
+
+class CpuKernel {
+ public:
+  // Lowers the group (lower_group), coalesces its loops and compiles it (compile_cpu_kernel).
+  // An unsupported group or a missing LLVM is an Error; the caller then runs the group
+  // through ATen.
+  static Expected<std::unique_ptr<CpuKernel>> compile(const graph::Graph& group,
+                                                      const CpuCompileOptions& options = {},
+                                                      const std::string& name = "fused");
+
+  // Runs the kernel on `inputs` (one per group input, with the dtype, sizes and strides the
+  // group was compiled for) and returns freshly allocated outputs laid out as the group's
+  // outputs. The parallel loop is split across ATen's intra-op threads. A mismatching
+  // input throws c10::Error, as an ATen kernel would.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+
+  // The same into caller-provided outputs (for planned memory), which must have exactly
+  // the dtype, sizes and strides of the group's outputs and must not overlap the inputs.
+  void run_into(const std::vector<at::Tensor>& inputs,
+                const std::vector<at::Tensor>& outputs) const;
+
+  const LoopKernel& loop_kernel() const { return kernel_; }
+  const CpuCompiledKernel& compilation() const { return compiled_; }
+  // Wall time of compile(): lowering, LLVM (unless cached) and loading.
+  double compile_milliseconds() const { return compile_ms_; }
+  bool cache_hit() const { return compiled_.from_disk || compiled_.from_memory; }
+
+ private:
+  CpuKernel() = default;
+
+  LoopKernel kernel_;
+  CpuCompiledKernel compiled_;
+  double compile_ms_ = 0;
+  std::vector<graph::TensorMeta> inputs_;
+  std::vector<graph::TensorMeta> outputs_;
+  int64_t work_per_iteration_ = 1;
+};
+
+}  // namespace dynvm::codegen

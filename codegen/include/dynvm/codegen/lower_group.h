@@ -1,0 +1,21 @@
+// Lowering one fused group (a graph of primitive ATen ops, docs/loop_ir.md) to a loop kernel.
+#pragma once
+
+#include <string>
+
+#include "dynvm/codegen/loop_ir.h"
+#include "dynvm/graph/graph.h"
+#include "dynvm/support/expected.h"
+
+namespace dynvm::codegen {
+
+// Buffers: the group's inputs in order (named after them), then one output buffer per
+// graph output (out0, out1, …) laid out with that output's strides. Pointwise groups
+// loop over the output shape; reduction groups (all reductions over the same dims of the
+// same shape) loop over rows (the kept dims) with the reductions and the full-shape
+// outputs inside each row; innermost reduced dims give contiguous rows. An
+// operator outside the primitive set, or a shape the scheme cannot express, is an Error
+// (the group then runs through ATen).
+Expected<LoopKernel> lower_group(const graph::Graph& group, const std::string& kernel_name);
+
+}  // namespace dynvm::codegen

@@ -1,0 +1,76 @@
+// Golden files for the CPU target: group -> loop IR -> LLVM IR (tests/data/codegen_cpu).
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "catch.h"
+#include "dynvm/codegen/coalesce_loops.h"
+#include "dynvm/codegen/cpu_jit.h"
+#include "dynvm/codegen/loop_ir_printer.h"
+#include "dynvm/codegen/loop_ir_verify.h"
+#include "dynvm/codegen/lower_group.h"
+#include "dynvm/graph/graph_parser.h"
+
+namespace dynvm::codegen {
+namespace {
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The text between the line `header` and the next line starting with "# " (or the end).
+std::string section(const std::string& text, const std::string& header) {
+  size_t start = text.find(header + "\n");
+  if (start == std::string::npos) return "";
+  start += header.size() + 1;
+  size_t end = start;
+  while (end < text.size()) {
+    if (text.compare(end, 2, "# ") == 0) break;
+    size_t next = text.find('\n', end);
+    end = next == std::string::npos ? text.size() : next + 1;
+  }
+  return text.substr(start, end - start);
+}
+
+TEST_CASE("CPU golden files in tests/data/codegen_cpu", "[codegen_cpu][golden]") {
+  bool update = std::getenv("DYNVM_UPDATE_GOLDENS") != nullptr;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(DYNVM_TEST_DATA_DIR) + "/codegen_cpu")) {
+    if (entry.path().extension() == ".txt") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() >= 3);
+  for (const auto& file : files) {
+    INFO(file.string());
+    std::string text = read_file(file);
+    std::string lanes_line = text.substr(text.find("# lanes: ") + 9);
+    int lanes = std::atoi(lanes_line.c_str());
+    Expected<graph::Graph> group = graph::parse_graph(section(text, "# group"));
+    REQUIRE(group);
+    Expected<LoopKernel> kernel = lower_group(*group, file.stem().string());
+    REQUIRE(kernel);
+    coalesce_loops(*kernel);
+    CHECK(verify_loop_kernel(*kernel).empty());
+    std::string loop_ir = to_text(*kernel);
+    Expected<std::string> llvm_ir = cpu_kernel_llvm_ir(*kernel, lanes);
+    REQUIRE(llvm_ir);
+    if (update) {
+      std::string head = text.substr(0, text.find("# loop IR\n"));
+      std::ofstream(file) << head << "# loop IR\n" << loop_ir << "# LLVM IR\n" << *llvm_ir;
+      continue;
+    }
+    CHECK(loop_ir == section(text, "# loop IR"));
+    CHECK(*llvm_ir == section(text, "# LLVM IR"));
+  }
+}
+
+}  // namespace
+}  // namespace dynvm::codegen
