@@ -22,6 +22,10 @@
 namespace dynvm::codegen {
 
 namespace {
+constexpr std::string_view kFusedGroupOp = "dynvm::fused";  // graph::kFusedOp
+}  // namespace
+
+namespace {
 
 using graph::Argument;
 using graph::ValueKind;
@@ -52,8 +56,9 @@ struct ListItem {
 };
 
 struct Step {
-  // Empty for the grad-mode switch, which calls no operator.
+  // Empty for the grad-mode switch and fused groups, which call no operator.
   std::optional<c10::OperatorHandle> op;
+  int32_t group = -1;  // a fused group: its runner; the arguments are its input slots
   bool grad_enabled = true;  // the mode a switch sets
   // The single Tensor[] return is spread into the node's outputs, one tensor each.
   bool spread_list = false;
@@ -196,6 +201,7 @@ c10::OperatorName operator_name(const std::string& op) {
 }  // namespace
 
 struct AtenExecutor::Plan {
+  std::vector<AtenExecutor::GroupRunner> groups;
   std::vector<Step> steps;
   std::vector<ArgumentSource> arguments;
   std::vector<ListItem> list_items;
@@ -214,8 +220,10 @@ class PlanBuilder {
  public:
   explicit PlanBuilder(const graph::Graph& graph) : graph_(graph), names_(graph) {}
 
-  Expected<std::unique_ptr<AtenExecutor::Plan>> build() {
+  Expected<std::unique_ptr<AtenExecutor::Plan>> build(
+      std::vector<AtenExecutor::GroupRunner> groups = {}) {
     plan_ = std::make_unique<AtenExecutor::Plan>();
+    plan_->groups = std::move(groups);
     slot_of_.assign(graph_.num_values(), -1);
     last_use_.assign(graph_.num_values(), kUnused);
 
@@ -268,7 +276,8 @@ class PlanBuilder {
     step.args_begin = static_cast<uint32_t>(plan_->arguments.size());
     step.outputs_begin = static_cast<uint32_t>(plan_->output_slots.size());
     bool ok = node_->op() == kSetGradEnabledOp ? add_grad_mode_switch(step)
-                                               : add_operator_call(step, index);
+               : node_->op() == kFusedGroupOp ? add_group_call(step, index)
+                                              : add_operator_call(step, index);
     if (!ok) return false;
     step.args_end = static_cast<uint32_t>(plan_->arguments.size());
     step.outputs_end = static_cast<uint32_t>(plan_->output_slots.size());
@@ -283,6 +292,33 @@ class PlanBuilder {
     }
     if (node_->num_outputs() != 0) return fail(std::string(kSetGradEnabledOp) + " has no outputs");
     step.grad_enabled = args[0].as_bool();
+    return true;
+  }
+
+  bool add_group_call(Step& step, int32_t index) {
+    const graph::Argument* group = node_->kwarg("group");
+    if (group == nullptr || group->kind() != Argument::Kind::Int || group->as_int() < 0 ||
+        static_cast<size_t>(group->as_int()) >= plan_->groups.size() ||
+        !plan_->groups[static_cast<size_t>(group->as_int())]) {
+      return fail("a fused group without a runner");
+    }
+    step.group = static_cast<int32_t>(group->as_int());
+    for (const Argument& arg : node_->args()) {
+      if (arg.kind() != Argument::Kind::Value || arg.as_value()->kind() != ValueKind::Tensor) {
+        return fail("a fused group's arguments must be tensors");
+      }
+      ArgumentSource source;
+      source.kind = SourceKind::kSlot;
+      source.slot = slot_of_[arg.as_value()->id()];
+      if (source.slot < 0) return fail("a fused group reads an undefined value");
+      plan_->arguments.push_back(std::move(source));
+    }
+    for (const graph::Value* used : node_->input_values()) last_use_[used->id()] = index;
+    for (graph::Value* out : node_->outputs()) {
+      int32_t slot = new_slot();
+      slot_of_[out->id()] = slot;
+      plan_->output_slots.push_back(slot);
+    }
     return true;
   }
 
@@ -668,8 +704,13 @@ AtenExecutor::AtenExecutor(std::unique_ptr<const Plan> plan) : plan_(std::move(p
 AtenExecutor::~AtenExecutor() = default;
 
 Expected<std::unique_ptr<AtenExecutor>> AtenExecutor::build(const graph::Graph& graph) {
+  return build(graph, {});
+}
+
+Expected<std::unique_ptr<AtenExecutor>> AtenExecutor::build(const graph::Graph& graph,
+                                                            std::vector<GroupRunner> groups) {
   try {
-    Expected<std::unique_ptr<Plan>> plan = PlanBuilder(graph).build();
+    Expected<std::unique_ptr<Plan>> plan = PlanBuilder(graph).build(std::move(groups));
     if (!plan) return plan.error();
     return std::unique_ptr<AtenExecutor>(new AtenExecutor(std::move(plan).value()));
   } catch (const c10::Error& error) {
@@ -699,6 +740,26 @@ std::vector<at::Tensor> AtenExecutor::run(const std::vector<at::Tensor>& inputs)
   const ListItem* items = plan.list_items.data();
 
   for (const Step& step : plan.steps) {
+    if (step.group >= 0) {
+      std::vector<at::Tensor> group_inputs;
+      group_inputs.reserve(step.args_end - step.args_begin);
+      for (uint32_t a = step.args_begin; a < step.args_end; ++a) {
+        group_inputs.push_back(slots[static_cast<size_t>(plan.arguments[a].slot)].toTensor());
+      }
+      std::vector<at::Tensor> group_outputs =
+          plan.groups[static_cast<size_t>(step.group)](group_inputs);
+      uint32_t num_outputs = step.outputs_end - step.outputs_begin;
+      TORCH_CHECK(group_outputs.size() == num_outputs, "fused group ", step.group, " returned ",
+                  group_outputs.size(), " tensors where the graph expects ", num_outputs);
+      for (uint32_t i = 0; i < num_outputs; ++i) {
+        slots[static_cast<size_t>(plan.output_slots[step.outputs_begin + i])] =
+            std::move(group_outputs[i]);
+      }
+      for (uint32_t r = step.releases_begin; r < step.releases_end; ++r) {
+        slots[static_cast<size_t>(plan.releases[r])] = c10::IValue();
+      }
+      continue;
+    }
     if (!step.op) {
       c10::GradMode::set_enabled(step.grad_enabled);
       continue;

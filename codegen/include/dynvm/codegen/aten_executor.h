@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -25,11 +26,18 @@ inline constexpr std::string_view kSetGradEnabledOp = "dynvm::set_grad_enabled";
 // happen once in build(); run() only fills a stack per node and calls the kernel.
 class AtenExecutor {
  public:
+  // Runs one fused group (`dynvm::fused(inputs..., group=N)` nodes): its input tensors in,
+  // its output tensors out.
+  using GroupRunner = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
+
   // Resolves every node's operator schema and converts its literal arguments according to
   // the schema. An unknown operator, a wrong argument count or a literal the schema cannot
   // take is an Error naming the node as the graph text prints it; the runtime then falls
   // back to plain eager execution. Graph inputs and outputs must be tensors.
   static Expected<std::unique_ptr<AtenExecutor>> build(const graph::Graph& graph);
+  // The same for a graph with fused groups: group N runs `groups[N]`.
+  static Expected<std::unique_ptr<AtenExecutor>> build(const graph::Graph& graph,
+                                                       std::vector<GroupRunner> groups);
 
   ~AtenExecutor();
   AtenExecutor(const AtenExecutor&) = delete;
