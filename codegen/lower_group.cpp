@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -245,7 +246,11 @@ class GroupLowering {
   LoopKernel run() {
     declare_buffers();
     plan_iteration_space();
-    build_loops();
+    if (int64_t block = column_block(); block > 0) {
+      build_column_loops(block);
+    } else {
+      build_loops();
+    }
     return std::move(kernel_);
   }
 
@@ -421,6 +426,212 @@ class GroupLowering {
     for (size_t i = 0; i < group_.outputs().size(); ++i) {
       if (!output_is_row_[i]) store_output(i, full_index);
     }
+  }
+
+  // --- column schedule ------------------------------------------------------------------
+  // When the reductions run over outer dims and the kept dims end with the innermost one
+  // (column sums, batch_norm statistics of channels-last data), reducing row by row would
+  // stride through memory. Instead the kept elements are split into blocks of `block`
+  // contiguous ones; each block accumulates whole rows into a temporary per reduction
+  // (one pass per wave of dependent reductions), then computes the outputs.
+
+  // The block size, or 0 when the column schedule does not apply.
+  int64_t column_block() const {
+    if (reduced_.empty() || full_sizes_.empty() || row_dims_.empty()) return 0;
+    if (row_dims_.back() != full_sizes_.size() - 1 || full_sizes_.back() < 16) return 0;
+    for (bool is_row : output_is_row_) {
+      if (!is_row) return 0;
+    }
+    int64_t kept = 1;
+    for (size_t d : row_dims_) kept *= full_sizes_[d];
+    if (kept <= 1024) return kept;
+    for (int64_t b = 1024; b >= 64; --b) {
+      if (kept % b == 0) return b;
+    }
+    return 0;
+  }
+
+  // The reductions upstream of `v` (through pointwise and view nodes).
+  void upstream_reductions(const Value* v, std::set<const Node*>& found,
+                           std::set<const Value*>& seen) const {
+    if (v->is_input() || !seen.insert(v).second) return;
+    const Node* node = v->producer();
+    if (is_reduction(node->op())) {
+      found.insert(node);
+      return;
+    }
+    node->for_each_input([&](const Value* in) { upstream_reductions(in, found, seen); });
+  }
+
+  // The identity of a reduction: 0, or the lowest / highest value of the type.
+  ValueId reduce_init(ReduceKind kind, DType t) {
+    if (kind == ReduceKind::Sum) return constant(t, 0.0);
+    bool is_max = kind == ReduceKind::Max;
+    if (graph::is_floating(t)) {
+      double inf = std::numeric_limits<double>::infinity();
+      return constant(t, is_max ? -inf : inf);
+    }
+    int64_t value = 0;
+    switch (t) {
+      case DType::Bool:
+        value = is_max ? 0 : 1;
+        break;
+      case DType::UInt8:
+        value = is_max ? 0 : 255;
+        break;
+      case DType::Int8:
+        value = is_max ? -128 : 127;
+        break;
+      case DType::Int16:
+        value = is_max ? -32768 : 32767;
+        break;
+      case DType::Int32:
+        value = is_max ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max();
+        break;
+      default:
+        value = is_max ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+        break;
+    }
+    auto stmt = make_const(define_value(root_), t, 0.0);
+    stmt->integer = value;
+    return append(root_, std::move(stmt));
+  }
+
+  void close_loop(Block* parent) {
+    parent->child_open = false;
+    current_ = parent;
+  }
+
+  void build_column_loops(int64_t block) {
+    blocks_.push_back(std::make_unique<Block>());
+    Block* top = blocks_.back().get();
+    top->stmts = &kernel_.body;
+    current_ = top;
+    int64_t kept = 1;
+    for (size_t d : row_dims_) kept *= full_sizes_[d];
+    ValueId c = open_loop(kept / block);
+    Block* column_block = current_;
+
+    // Reductions in waves: a reduction runs in the pass after those it reads.
+    struct Accumulator {
+      const Node* node;
+      int wave;
+      int32_t buffer;
+      ReduceKind kind;
+      DType type;
+      int64_t count;
+    };
+    std::vector<Accumulator> accumulators;
+    std::map<const Node*, size_t> position;
+    for (const Node* node : group_.nodes()) {
+      if (!is_reduction(node->op())) continue;
+      std::set<const Node*> before;
+      std::set<const Value*> seen;
+      upstream_reductions(node->arg(0).as_value(), before, seen);
+      int wave = 0;
+      for (const Node* b : before) wave = std::max(wave, accumulators[position.at(b)].wave + 1);
+      const std::string& op = node->op();
+      ReduceKind kind = op == "aten::amax"   ? ReduceKind::Max
+                        : op == "aten::amin" ? ReduceKind::Min
+                                             : ReduceKind::Sum;
+      DType acc = compute_type(meta_of(node->output(0)).dtype);
+      if (kind == ReduceKind::Sum && graph::is_integral(acc, true)) acc = DType::Int64;
+      int64_t count = 1;
+      for (int64_t d : reduced_) count *= full_sizes_[static_cast<size_t>(d)];
+      int32_t buffer = static_cast<int32_t>(kernel_.buffers.size());
+      kernel_.buffers.push_back(
+          {"acc" + std::to_string(accumulators.size()), acc, BufferRole::Temp, block});
+      position[node] = accumulators.size();
+      accumulators.push_back({node, wave, buffer, kind, acc, count});
+    }
+    int waves = 0;
+    for (const Accumulator& a : accumulators) waves = std::max(waves, a.wave + 1);
+
+    // The kept index of element j of the block: kept flat index c * block + j, split.
+    auto kept_index = [&](ValueId j) {
+      AffineIndex flat;
+      flat.terms.push_back({c, block});
+      flat.terms.push_back({j, 1});
+      if (kept / block == 1) flat.terms.erase(flat.terms.begin());
+      Index row(row_dims_.size());
+      int64_t stride = kept;
+      for (size_t k = 0; k < row_dims_.size(); ++k) {
+        int64_t size = full_sizes_[row_dims_[k]];
+        stride /= size;
+        if (size == 1) {
+          row[k] = constant_index(0);
+          continue;
+        }
+        auto [q, r] = div_rem(flat, stride);
+        row[k] = q;
+        flat = r;
+      }
+      return row;
+    };
+    // Makes the results of the reductions of waves below `wave` visible in this block.
+    auto load_results = [&](int wave, ValueId j, const Index& row) {
+      for (const Accumulator& a : accumulators) {
+        if (a.wave >= wave) continue;
+        AffineIndex at;
+        at.terms.push_back({j, 1});
+        ValueId value = append(current_, make_load(define_value(current_), a.type, a.buffer, at));
+        if (a.node->op() == "aten::mean.dim") {
+          value =
+              instr(a.type, LoopOp::Div, {value, constant(a.type, static_cast<double>(a.count))});
+        }
+        const Value* out = a.node->output(0);
+        value = cast(value, compute_type(meta_of(out).dtype));
+        current_->memo["v" + std::to_string(out->id()) + index_key(row_value_index(out, row))] =
+            value;
+      }
+    };
+
+    // Initial values.
+    {
+      ValueId j = open_loop(block);
+      AffineIndex at;
+      at.terms.push_back({j, 1});
+      for (const Accumulator& a : accumulators) {
+        insert(current_, make_store(a.buffer, at, reduce_init(a.kind, a.type)));
+      }
+      close_loop(column_block);
+    }
+    for (int wave = 0; wave < waves; ++wave) {
+      Index full(full_sizes_.size());
+      for (int64_t d : reduced_) {
+        size_t dim = static_cast<size_t>(d);
+        if (full_sizes_[dim] == 1) {
+          full[dim] = constant_index(0);
+          continue;
+        }
+        full[dim].terms.push_back({open_loop(full_sizes_[dim]), 1});
+      }
+      ValueId j = open_loop(block);
+      Index row = kept_index(j);
+      for (size_t k = 0; k < row_dims_.size(); ++k) full[row_dims_[k]] = row[k];
+      load_results(wave, j, row);
+      AffineIndex at;
+      at.terms.push_back({j, 1});
+      for (const Accumulator& a : accumulators) {
+        if (a.wave != wave) continue;
+        ValueId element = cast(emit(a.node->arg(0).as_value(), full), a.type);
+        ValueId old = append(current_, make_load(define_value(current_), a.type, a.buffer, at));
+        LoopOp combine = a.kind == ReduceKind::Sum
+                             ? (a.type == DType::Bool ? LoopOp::Or : LoopOp::Add)
+                         : a.kind == ReduceKind::Max ? LoopOp::Max
+                                                     : LoopOp::Min;
+        insert(current_, make_store(a.buffer, at, instr(a.type, combine, {old, element})));
+      }
+      close_loop(column_block);
+    }
+    // The outputs.
+    ValueId j = open_loop(block);
+    Index row = kept_index(j);
+    load_results(waves, j, row);
+    for (size_t i = 0; i < group_.outputs().size(); ++i) {
+      store_output(i, row_value_index(group_.outputs()[i], row));
+    }
+    close_loop(column_block);
   }
 
   // The index of a row-shaped value (the row dims, with or without kept size-1 dims).

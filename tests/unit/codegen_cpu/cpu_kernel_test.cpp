@@ -283,6 +283,33 @@ graph(%x: f32[4, 3, 20] cpu):
 )");
 }
 
+TEST_CASE("cpu kernel: reductions over outer dims accumulate whole rows", "[codegen_cpu]") {
+  // Channels-last batch_norm statistics: mean, then variance around it (two passes).
+  auto kernel = check_against_aten(R"(
+graph(%x: f32[8, 5, 6, 32] cpu):
+  %0: f32[1, 1, 1, 32] cpu = aten::mean.dim(%x, [0, 1, 2], True)
+  %1: f32[8, 5, 6, 32] cpu = aten::sub.Tensor(%x, %0)
+  %2: f32[8, 5, 6, 32] cpu = aten::mul.Tensor(%1, %1)
+  %3: f32[32] cpu = aten::sum.dim_IntList(%2, [0, 1, 2], False)
+  %4: f32[32] cpu = aten::mul.Tensor(%3, 0.004166666666666667)
+  %5: f32[32] cpu = aten::add.Tensor(%4, 1e-05)
+  %6: f32[32] cpu = aten::rsqrt(%5)
+  return (%0, %6)
+)");
+  std::string text = to_text(kernel->loop_kernel());
+  INFO(text);
+  CHECK(text.find("@acc1: f32[32] temp") != std::string::npos);
+  // Max, min and integer sums over dim 0, kept dims split into blocks of 1024.
+  check_against_aten(R"(
+graph(%x: i32[7, 2048] cpu, %y: f16[7, 2048] cpu):
+  %0: i32[2048] cpu = aten::amax(%x, [0], False)
+  %1: i32[2048] cpu = aten::amin(%x, [0], False)
+  %2: i64[1, 2048] cpu = aten::sum.dim_IntList(%x, [0], True)
+  %3: f16[2048] cpu = aten::amax(%y, [0], False)
+  return (%0, %1, %2, %3)
+)");
+}
+
 TEST_CASE("cpu kernel: a row temporary read only by another reduction", "[codegen_cpu]") {
   // exp(x) feeds two reductions; with a transposed input the row loop walks memory
   // contiguously, yet the rows must not share the temporary.

@@ -180,5 +180,58 @@ graph(%x: f32[4, 5] cpu):
 )");
 }
 
+TEST_CASE("lower_group: statistics over outer dims accumulate whole rows in passes",
+          "[codegen_cpu][lower_group]") {
+  CHECK(
+      lower(R"(graph(%x: f32[8, 5, 6, 32] cpu):
+  %0: f32[1, 1, 1, 32] cpu = aten::mean.dim(%x, [0, 1, 2], True)
+  %1: f32[8, 5, 6, 32] cpu = aten::sub.Tensor(%x, %0)
+  %2: f32[8, 5, 6, 32] cpu = aten::mul.Tensor(%1, %1)
+  %3: f32[32] cpu = aten::sum.dim_IntList(%2, [0, 1, 2], False)
+  %6: f32[32] cpu = aten::rsqrt(%3)
+  return (%0, %6)
+)",
+            "bn") ==
+      R"(kernel bn(@x: f32[7680] in, @out0: f32[32] out, @out1: f32[32] out, @acc0: f32[32] temp, @acc1: f32[32] temp) {
+  parallel for %i0 in 0..1 {
+    %0: f32 = const 0.0
+    for %i1 in 0..32 {
+      store @acc0[%i1] = %0
+      store @acc1[%i1] = %0
+    }
+    for %i2 in 0..240 {
+      for %i3 in 0..32 {
+        %1: f32 = load @x[32*%i2 + %i3]
+        %2: f32 = load @acc0[%i3]
+        %3: f32 = add %2, %1
+        store @acc0[%i3] = %3
+      }
+    }
+    %4: f32 = const 240.0
+    for %i4 in 0..240 {
+      for %i5 in 0..32 {
+        %5: f32 = load @acc0[%i5]
+        %6: f32 = div %5, %4
+        %7: f32 = load @x[32*%i4 + %i5]
+        %8: f32 = sub %7, %6
+        %9: f32 = mul %8, %8
+        %10: f32 = load @acc1[%i5]
+        %11: f32 = add %10, %9
+        store @acc1[%i5] = %11
+      }
+    }
+    for %i6 in 0..32 {
+      %12: f32 = load @acc0[%i6]
+      %13: f32 = div %12, %4
+      %14: f32 = load @acc1[%i6]
+      store @out0[%i6] = %13
+      %15: f32 = rsqrt %14
+      store @out1[%i6] = %15
+    }
+  }
+}
+)");
+}
+
 }  // namespace
 }  // namespace dynvm::codegen
