@@ -275,7 +275,7 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     cache.skip = true;  // plain Python: nothing to compile, and CPython is faster at it
     return nullptr;
   }
-  auto variant = Variant::build(std::move(trace));
+  auto variant = Variant::build(std::move(trace), options.backend);
   if (!variant) {
     // The backend cannot run this graph: this part runs eagerly under these guards.
     ++counters().graph_breaks;

@@ -7,7 +7,7 @@
 
 #include <utility>
 
-#include "dynvm/codegen/aten_executor.h"
+#include "dynvm/codegen/compiled_graph.h"
 #include "dynvm/vm/source_resolver.h"
 
 namespace dynvm::runtime {
@@ -18,10 +18,13 @@ void set_grad_mode_enabled(bool enabled) { c10::GradMode::set_enabled(enabled); 
 Variant::Variant(vm::Trace trace) : trace_(std::move(trace)) {}
 Variant::~Variant() = default;
 
-Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace) {
+size_t Variant::kernel_count() const { return executor_ ? executor_->kernel_count() : 0; }
+std::string Variant::why_not_fused() const { return executor_ ? executor_->why_not_fused() : ""; }
+
+Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::string& backend) {
   std::unique_ptr<Variant> v(new Variant(std::move(trace)));
   if (v->eager()) return v;
-  auto executor = codegen::AtenExecutor::build(v->trace_.graph);
+  auto executor = codegen::CompiledGraph::build(v->trace_.graph, backend);
   if (!executor) return executor.error();
   v->executor_ = std::move(executor).value();
   for (const vm::InputBinding& binding : v->trace_.inputs) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "compiled_function_type.h"
+#include "dynvm/codegen/cpu_jit.h"
 #include "dynvm/dynvm.h"
 #include "dynvm/frontend/decode.h"
 #include "dynvm/frontend/dis_listing.h"
@@ -79,6 +80,8 @@ PyMODINIT_FUNC PyInit__C(void) {
   if (PyModule_AddFunctions(m, const_cast<PyMethodDef*>(dynvm::runtime::kFrameHookMethods)) < 0 ||
       PyModule_AddStringConstant(m, "__version__", dynvm_version()) < 0 ||
       PyModule_AddObject(m, "has_vm", Py_NewRef(Py_True)) < 0 ||
+      PyModule_AddObject(m, "has_codegen",
+                         Py_NewRef(dynvm::codegen::cpu_jit_available() ? Py_True : Py_False)) < 0 ||
       !dynvm::runtime::add_compiled_function_type(m) || graph_break == nullptr ||
       PyModule_AddObject(m, "GraphBreakError", Py_NewRef(graph_break)) < 0) {
     Py_XDECREF(graph_break);

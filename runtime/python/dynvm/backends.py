@@ -1,6 +1,6 @@
 """What each backend needs from the native core, and the error when this build lacks it."""
 
-from dynvm import _native
+from dynvm import _native, _version
 
 # The layers each backend needs, in pipeline order.
 _NEEDS = {
@@ -16,7 +16,7 @@ _DESCRIPTIONS = {
 
 # The layers this build wires into dynvm._C, known without loading it (the report at the
 # end of `dynvm run` must not import torch).
-_BUILT = {"vm": True, "codegen": False}
+_BUILT = {"vm": True, "codegen": _version.HAS_CODEGEN}
 
 
 def _has(piece, load=True):

@@ -17,7 +17,7 @@ namespace at {
 class Tensor;
 }
 namespace dynvm::codegen {
-class AtenExecutor;
+class CompiledGraph;
 }
 
 namespace dynvm::runtime {
@@ -29,7 +29,9 @@ void set_grad_mode_enabled(bool enabled);
 class Variant {
  public:
   // Prepares the trace for execution (an Error when the backend cannot run its graph).
-  static Expected<std::unique_ptr<Variant>> build(vm::Trace trace);
+  // `backend`: "eager" or "dynvm" (codegen::CompiledGraph).
+  static Expected<std::unique_ptr<Variant>> build(vm::Trace trace,
+                                                  const std::string& backend = "eager");
   ~Variant();
 
   bool guards_hold(const vm::FrameInputs& inputs, vm::GuardFailure* why = nullptr) const {
@@ -57,13 +59,16 @@ class Variant {
   // Nothing was traced: the frame continues eagerly from where the trace started.
   bool eager() const { return trace_.graph_break.has_value() && !trace_.resume.has_value(); }
   size_t op_count() const { return trace_.graph.num_nodes(); }
+  // Under backend "dynvm": fused groups compiled to kernels, and why none were (or "").
+  size_t kernel_count() const;
+  std::string why_not_fused() const;
   const vm::Trace& trace() const { return trace_; }
 
  private:
   explicit Variant(vm::Trace trace);
   bool run_graph(const vm::FrameInputs& inputs, std::vector<at::Tensor>* outputs) const;
   vm::Trace trace_;
-  std::unique_ptr<codegen::AtenExecutor> executor_;
+  std::unique_ptr<codegen::CompiledGraph> executor_;
   vm::SourceTable input_sources_;
   std::vector<int> input_slots_;  // per graph input: its slot in input_sources_, or -1
 };

@@ -1,0 +1,57 @@
+// CompiledGraph: a captured graph made runnable by a backend — "eager" replays it node by
+// node through ATen; "dynvm" runs the graph passes (functionalize, decompose, fuse,
+// plan), compiles every fused group into a CPU kernel through LLVM, and runs the groups
+// as kernels and everything else (matmul, convolution, ...) through ATen.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dynvm/graph/graph.h"
+#include "dynvm/support/expected.h"
+
+namespace at {
+class Tensor;
+}  // namespace at
+
+namespace dynvm::codegen {
+
+class AtenExecutor;
+class CpuKernel;
+
+class CompiledGraph {
+ public:
+  // `backend` is "eager" or "dynvm". With "dynvm", a graph that needs autograd (a value
+  // requires grad), is not on the CPU, or that the passes cannot lower runs as "eager"
+  // would (why() says so); a group that does not compile runs through ATen.
+  static Expected<std::unique_ptr<CompiledGraph>> build(const graph::Graph& graph,
+                                                        const std::string& backend);
+  ~CompiledGraph();
+  CompiledGraph(const CompiledGraph&) = delete;
+  CompiledGraph& operator=(const CompiledGraph&) = delete;
+
+  // Same contract as AtenExecutor::run.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+
+  size_t kernel_count() const { return kernels_.size(); }  // groups running as kernels
+  size_t group_count() const { return group_count_; }      // fused groups in all
+  // Why the graph runs op by op under backend "dynvm" (empty when it is fused).
+  const std::string& why_not_fused() const { return why_not_fused_; }
+  // The outer graph with its fused groups (for --graphs and DYNVM_LOGS=kernels).
+  const graph::Graph* outer_graph() const;
+
+ private:
+  CompiledGraph();
+
+  std::unique_ptr<AtenExecutor> executor_;
+  std::vector<std::shared_ptr<CpuKernel>> kernels_;
+  std::vector<std::unique_ptr<AtenExecutor>> fallback_groups_;
+  struct Program;
+  std::unique_ptr<Program> program_;
+  size_t group_count_ = 0;
+  std::string why_not_fused_;
+};
+
+}  // namespace dynvm::codegen
