@@ -58,7 +58,7 @@ struct ListItem {
 struct Step {
   // Empty for the grad-mode switch and fused groups, which call no operator.
   std::optional<c10::OperatorHandle> op;
-  int32_t group = -1;  // a fused group: its runner; the arguments are its input slots
+  int32_t group = -1;        // a fused group: its runner; the arguments are its input slots
   bool grad_enabled = true;  // the mode a switch sets
   // The single Tensor[] return is spread into the node's outputs, one tensor each.
   bool spread_list = false;
@@ -276,8 +276,8 @@ class PlanBuilder {
     step.args_begin = static_cast<uint32_t>(plan_->arguments.size());
     step.outputs_begin = static_cast<uint32_t>(plan_->output_slots.size());
     bool ok = node_->op() == kSetGradEnabledOp ? add_grad_mode_switch(step)
-               : node_->op() == kFusedGroupOp ? add_group_call(step, index)
-                                              : add_operator_call(step, index);
+              : node_->op() == kFusedGroupOp   ? add_group_call(step, index)
+                                               : add_operator_call(step, index);
     if (!ok) return false;
     step.args_end = static_cast<uint32_t>(plan_->arguments.size());
     step.outputs_end = static_cast<uint32_t>(plan_->output_slots.size());
