@@ -288,6 +288,13 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     return nullptr;
   }
   variants.insert(variants.begin(), std::move(variant).value());
+  counters().kernels += static_cast<int64_t>(variants[0]->kernel_count());
+  if (log_enabled("kernels") && options.backend == "dynvm" && ops > 0) {
+    std::string why = variants[0]->why_not_fused();
+    std::fprintf(stderr, "dynvm: %s from %s: %zu kernels%s%s\n", code_name(code).c_str(),
+                 location(*cache.info, start).c_str(), variants[0]->kernel_count(),
+                 why.empty() ? "" : "; ran op by op: ", why.c_str());
+  }
   return variants[0].get();
 }
 

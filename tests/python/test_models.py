@@ -40,7 +40,7 @@ def _spec(name):
 
 def _counters():
     return {key: dynvm.counters[key] for key in
-            ("frames_traced", "cache_hits", "graph_breaks", "recompiles")}
+            ("frames_traced", "cache_hits", "graph_breaks", "recompiles", "kernels")}
 
 
 def _assert_close(actual, expected):
@@ -156,3 +156,22 @@ def test_resnet18_training_step_matches_eager():
     assert counts["frames_traced"] == 1 and counts["cache_hits"] == 1, counts
     for name, buffer in compiled_model.named_buffers():
         torch.testing.assert_close(buffer, eager_buffers_next[name], **TOL, msg=name)
+
+
+@pytest.mark.parametrize("name", registry.ALL_NAMES)
+def test_model_with_the_dynvm_backend_matches_eager(name):
+    # Fused CPU kernels (backend "dynvm") under no_grad: within 1e-4 of eager, relative
+    # to the output's scale, and the kernels really ran.
+    spec = _spec(name)
+    model = spec.build()
+    (x,) = spec.make_inputs(2, 0)
+    with torch.no_grad():
+        expected = model(x)
+        compiled = dynvm.compile(model, backend="dynvm")
+        for _ in range(2):
+            actual = compiled(x)
+            scale = max(expected.abs().max().item(), 1.0)
+            assert (actual - expected).abs().max().item() <= 1e-4 * scale, name
+    counts = _counters()
+    assert counts["graph_breaks"] == 0, counts
+    assert counts["kernels"] > 0, counts

@@ -30,6 +30,7 @@ struct Counters {
   int64_t graph_breaks = 0;   // traces that stopped at something unsupported
   int64_t recompiles = 0;     // traces made because every existing variant's guards failed
   int64_t eager_calls = 0;    // calls run eagerly (breaks, over the cache limit)
+  int64_t kernels = 0;        // fused groups compiled to kernels (backend "dynvm")
 };
 Counters& counters();
 void reset_all();
