@@ -27,20 +27,29 @@ const graph::Graph* CompiledGraph::outer_graph() const {
 namespace {
 
 // Why `graph` cannot run as fused kernels, or "".
-std::string unfusable(const graph::Graph& graph) {
+std::string unfusable(const graph::Graph& graph, bool grad_enabled) {
   for (const graph::Value* input : graph.inputs()) {
     const auto& meta = input->type().meta;
-    if (meta && meta->requires_grad) {
-      return "a graph input requires grad (kernels have no backward yet)";
-    }
     if (meta && meta->device.type != graph::DeviceType::Cpu) {
       return "a graph input is not on the CPU";
     }
   }
+  // Inputs that require grad are fine under no_grad: what matters is whether autograd
+  // would record a node the graph runs.
+  bool mode = grad_enabled;
   for (const graph::Node* node : graph.nodes()) {
-    for (const graph::Value* out : node->outputs()) {
-      const auto& meta = out->type().meta;
-      if (meta && meta->requires_grad) return "the graph computes values that require grad";
+    if (node->op() == "dynvm::set_grad_enabled") {
+      if (!node->args().empty() && node->args()[0].kind() == graph::Argument::Kind::Bool) {
+        mode = node->args()[0].as_bool();
+      }
+      continue;
+    }
+    if (!mode) continue;
+    for (const graph::Value* in : node->input_values()) {
+      const auto& meta = in->type().meta;
+      if (meta && meta->requires_grad) {
+        return "the graph runs under autograd (kernels have no backward yet)";
+      }
     }
   }
   return "";
@@ -49,10 +58,11 @@ std::string unfusable(const graph::Graph& graph) {
 }  // namespace
 
 Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph& graph,
-                                                              const std::string& backend) {
+                                                              const std::string& backend,
+                                                              bool grad_enabled) {
   std::unique_ptr<CompiledGraph> compiled(new CompiledGraph());
   if (backend == "dynvm") {
-    compiled->why_not_fused_ = graph.num_nodes() == 0 ? "" : unfusable(graph);
+    compiled->why_not_fused_ = graph.num_nodes() == 0 ? "" : unfusable(graph, grad_enabled);
     if (graph.num_nodes() > 0 && compiled->why_not_fused_.empty()) {
       auto program = graph::lower_for_fusion(graph.clone());
       if (!program) {

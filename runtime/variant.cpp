@@ -24,7 +24,8 @@ std::string Variant::why_not_fused() const { return executor_ ? executor_->why_n
 Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::string& backend) {
   std::unique_ptr<Variant> v(new Variant(std::move(trace)));
   if (v->eager()) return v;
-  auto executor = codegen::CompiledGraph::build(v->trace_.graph, backend);
+  auto executor =
+      codegen::CompiledGraph::build(v->trace_.graph, backend, v->trace_.grad_enabled_at_start);
   if (!executor) return executor.error();
   v->executor_ = std::move(executor).value();
   for (const vm::InputBinding& binding : v->trace_.inputs) {

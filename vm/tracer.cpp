@@ -86,6 +86,7 @@ Attempt attempt(const FrameStart& start, const TraceOptions& options, InlineFram
     ctx.grad_enabled = grad.get() == Py_True;
     ctx.guard(TraceContext::GuardKind::GradMode, nullptr, grad.get());
     ctx.bridge->set_initial_grad_mode(ctx.grad_enabled);
+    trace.grad_enabled_at_start = ctx.grad_enabled;
 
     auto code = ctx.code_info(f->func_code);
     if (code->is_generator() || code->is_coroutine() || code->is_async_generator()) {

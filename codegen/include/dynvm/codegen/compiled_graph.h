@@ -26,8 +26,10 @@ class CompiledGraph {
   // `backend` is "eager" or "dynvm". With "dynvm", a graph that needs autograd (a value
   // requires grad), is not on the CPU, or that the passes cannot lower runs as "eager"
   // would (why() says so); a group that does not compile runs through ATen.
+  // `grad_enabled` is the grad mode the graph starts under.
   static Expected<std::unique_ptr<CompiledGraph>> build(const graph::Graph& graph,
-                                                        const std::string& backend);
+                                                        const std::string& backend,
+                                                        bool grad_enabled = true);
   ~CompiledGraph();
   CompiledGraph(const CompiledGraph&) = delete;
   CompiledGraph& operator=(const CompiledGraph&) = delete;
