@@ -874,6 +874,14 @@ bool identity_unless_returned(Rewrite& r) {
       (!is_private_temporary(x) || r.node.op() == "aten::alias" || r.node.op() == "aten::detach")) {
     return false;
   }
+  // A copy that changes the layout (contiguous() of a transpose) must stay when a view of
+  // it follows: the view needs that layout (a view's strides come from its input's).
+  const graph::Value* out = r.node.outputs().empty() ? nullptr : r.node.outputs()[0];
+  if (out != nullptr && out->meta() && x->meta() && out->meta()->strides != x->meta()->strides) {
+    for (const Node* user : out->users()) {
+      if (op_properties(user->op()).may_alias_input()) return false;
+    }
+  }
   r.results[0] = x;
   return true;
 }

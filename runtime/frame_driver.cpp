@@ -408,6 +408,18 @@ PyObject* drive_frame(PyThreadState* ts, frame::Frame* f, const CompileOptions& 
     if (!ran) {
       // The graph failed (an error the trace could not foresee): this part runs eagerly,
       // which raises the error as plain Python would.
+      ++counters().graph_failures;
+      if (log_enabled("breaks")) {
+        PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+        PyErr_Fetch(&type, &value, &tb);
+        PyRef text = PyRef::steal(value != nullptr ? PyObject_Str(value) : nullptr);
+        std::fprintf(stderr, "dynvm: the graph of %s from %s failed; running it eagerly: %s\n",
+                     code_name(frame::code(f)).c_str(), location(info, start).c_str(),
+                     text ? PyUnicode_AsUTF8(text.get()) : "?");
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+      }
       PyErr_Clear();
       if (start == 0) return frame::eval_default(ts, f, 0);
       return resume_in_cpython(ts, f, info, start);

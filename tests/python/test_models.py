@@ -40,7 +40,8 @@ def _spec(name):
 
 def _counters():
     return {key: dynvm.counters[key] for key in
-            ("frames_traced", "cache_hits", "graph_breaks", "recompiles", "kernels")}
+            ("frames_traced", "cache_hits", "graph_breaks", "recompiles", "kernels",
+             "graph_failures")}
 
 
 def _assert_close(actual, expected):
@@ -175,3 +176,4 @@ def test_model_with_the_dynvm_backend_matches_eager(name):
     counts = _counters()
     assert counts["graph_breaks"] == 0, counts
     assert counts["kernels"] > 0, counts
+    assert counts["graph_failures"] == 0, counts  # the fused graph itself ran

@@ -63,3 +63,19 @@ def test_dynvm_before_torch_imports_cleanly():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[1.0, 1.0]"
+
+
+def test_contiguous_before_a_view_survives_the_graph_passes():
+    # decompose dropped clone(contiguous) in front of a view of a transpose: the fused
+    # graph then failed at run time and the part ran eagerly (GPT-2 attention's
+    # y.transpose(1, 2).contiguous().view(B, T, C)).
+    def merge_heads(x):
+        return (x * 2).transpose(1, 2).contiguous().view(2, 16, 64)
+
+    dynvm.reset()
+    x = torch.randn(2, 4, 16, 16)
+    with torch.no_grad():
+        compiled = dynvm.compile(merge_heads, backend="dynvm")
+        assert torch.equal(compiled(x), merge_heads(x))
+    assert dynvm.counters["graph_failures"] == 0
+    assert dynvm.counters["kernels"] >= 1

@@ -31,6 +31,7 @@ struct Counters {
   int64_t recompiles = 0;     // traces made because every existing variant's guards failed
   int64_t eager_calls = 0;    // calls run eagerly (breaks, over the cache limit)
   int64_t kernels = 0;        // fused groups compiled to kernels (backend "dynvm")
+  int64_t graph_failures = 0;  // graphs that raised at run time (the part then ran eagerly)
 };
 Counters& counters();
 void reset_all();
