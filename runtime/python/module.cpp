@@ -20,8 +20,8 @@ PyObject* module_counters(PyObject*, PyObject*) {
   return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "frames_traced", (long long)c.frames_traced,
                        "cache_hits", (long long)c.cache_hits, "graph_breaks",
                        (long long)c.graph_breaks, "recompiles", (long long)c.recompiles,
-                       "eager_calls", (long long)c.eager_calls, "kernels", (long long)c.kernels, "graph_failures",
-                       (long long)c.graph_failures);
+                       "eager_calls", (long long)c.eager_calls, "kernels", (long long)c.kernels,
+                       "graph_failures", (long long)c.graph_failures);
 }
 
 // reset(): drops every compiled variant and zeroes the counters.

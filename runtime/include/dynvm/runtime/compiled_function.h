@@ -25,12 +25,12 @@ struct CompileOptions {
 
 // Process-wide counters (dynvm.counters); reset() zeroes them and drops every variant.
 struct Counters {
-  int64_t frames_traced = 0;  // traces that produced a graph variant
-  int64_t cache_hits = 0;     // calls served by an existing variant
-  int64_t graph_breaks = 0;   // traces that stopped at something unsupported
-  int64_t recompiles = 0;     // traces made because every existing variant's guards failed
-  int64_t eager_calls = 0;    // calls run eagerly (breaks, over the cache limit)
-  int64_t kernels = 0;        // fused groups compiled to kernels (backend "dynvm")
+  int64_t frames_traced = 0;   // traces that produced a graph variant
+  int64_t cache_hits = 0;      // calls served by an existing variant
+  int64_t graph_breaks = 0;    // traces that stopped at something unsupported
+  int64_t recompiles = 0;      // traces made because every existing variant's guards failed
+  int64_t eager_calls = 0;     // calls run eagerly (breaks, over the cache limit)
+  int64_t kernels = 0;         // fused groups compiled to kernels (backend "dynvm")
   int64_t graph_failures = 0;  // graphs that raised at run time (the part then ran eagerly)
 };
 Counters& counters();

@@ -102,7 +102,7 @@ struct Trace {
   std::optional<GraphBreakInfo> graph_break;  // set: the trace stopped at a break
   std::optional<ResumePoint> resume;          // set: where and how the frame continues
   int start = 0;                              // the instruction the trace started at
-  bool grad_enabled_at_start = true;  // the grad mode the graph starts under (guarded)
+  bool grad_enabled_at_start = true;          // the grad mode the graph starts under (guarded)
   bool grad_enabled_at_exit = true;           // the grad mode the traced code left (at the return
                                               // or the break): the runtime sets it after the graph
 };
