@@ -16,3 +16,17 @@ def _reset_dynvm():
     if reset is not None:
         reset()
     yield
+
+
+def codegen_built():
+    """This build has the CPU code generator behind backend "dynvm" (LLVM was found)."""
+    from dynvm import backends
+
+    return backends.unavailable_reason("dynvm", load=False) is None
+
+
+# For tests of backend "dynvm" itself: a build without LLVM (the GPU machine's) has none.
+needs_codegen = pytest.mark.skipif(
+    dynvm is None or not codegen_built(),
+    reason="this build has no CPU code generator (LLVM was not found)",
+)

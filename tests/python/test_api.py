@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 import dynvm
+from conftest import codegen_built, needs_codegen
 from dynvm import config, stats
 
 MISSING_VM = "the bytecode VM (vm/)"
@@ -88,6 +89,7 @@ def test_a_build_without_codegen_names_what_is_missing(monkeypatch):
     assert backends.unavailable_reason("eager", load=False) is None
 
 
+@needs_codegen
 def test_the_default_backend_compiles_and_gives_the_eager_result(torch):
     calls = []
 
@@ -111,6 +113,7 @@ def test_eager_backend_runs_the_captured_graph(torch):
     assert dynvm.compile(add, backend="eager")(1, 2) == 3
 
 
+@needs_codegen
 def test_decorator_without_arguments():
     @dynvm.compile
     def double(x):
@@ -144,7 +147,9 @@ def test_decorator_with_arguments(kwargs, backend, mode):
     assert triple.options.backend == backend
     assert triple.options.mode == mode
     assert triple.options.fullgraph == kwargs.get("fullgraph", False)
-    assert triple(1) == 3  # both backends are built
+    if backend == "dynvm" and not codegen_built():
+        pytest.skip("this build has no CPU code generator")
+    assert triple(1) == 3
 
 
 def test_compiled_method_binds_like_a_function():
@@ -246,6 +251,7 @@ def test_compiled_module_train_and_eval_reach_the_original(torch):
     assert original.training is True
 
 
+@needs_codegen
 def test_calling_a_compiled_module_gives_the_original_result(torch):
     original = make_module(torch)
     compiled = dynvm.compile(original, backend="eager")
@@ -351,6 +357,7 @@ def test_dynvm_disable_returns_functions_and_modules_unchanged():
     assert "DYNVM_DISABLE" in lines[2]
 
 
+@needs_codegen
 def test_dynvm_disable_off_still_compiles():
     result = run_python(
         """
@@ -415,6 +422,7 @@ def test_reset_clears_the_counters():
     assert counters == stats.CompileStats()
 
 
+@needs_codegen
 def test_compiled_functions_behave_the_same_after_reset():
     compiled = dynvm.compile(add)
     assert compiled(1, 2) == 3

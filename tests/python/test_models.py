@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 import dynvm
+from conftest import needs_codegen
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from corpus._compare import op_count  # noqa: E402
@@ -160,6 +161,7 @@ def test_resnet18_training_step_matches_eager():
 
 
 @pytest.mark.parametrize("name", registry.ALL_NAMES)
+@needs_codegen
 def test_model_with_the_dynvm_backend_matches_eager(name):
     # Fused CPU kernels (backend "dynvm") under no_grad: within 1e-4 of eager, relative
     # to the output's scale, and the kernels really ran.

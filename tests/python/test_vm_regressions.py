@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import dynvm
+from conftest import needs_codegen
 
 pytestmark = pytest.mark.skipif(not dynvm.vm_available(), reason="the VM is not built")
 
@@ -65,6 +66,7 @@ def test_dynvm_before_torch_imports_cleanly():
     assert out.stdout.strip() == "[1.0, 1.0]"
 
 
+@needs_codegen
 def test_contiguous_before_a_view_survives_the_graph_passes():
     # decompose dropped clone(contiguous) in front of a view of a transpose: the fused
     # graph then failed at run time and the part ran eagerly (GPT-2 attention's
