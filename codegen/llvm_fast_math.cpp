@@ -118,7 +118,9 @@ Value* exp(IRBuilder<>& b, Value* x) {
   Reduced red = reduce_ln2(b, clamp_exp_argument(b, x));
   Value* p = b.CreateFAdd(expm1_reduced(b, red.r), c(b, x, 1.0));
   auto [s1, s2] = pow2_factors(b, red.n);
-  Value* general = b.CreateSelect(is_nan(b, x), x, b.CreateFMul(b.CreateFMul(p, s1), s2));
+  Value* nan = is_nan(b, x);
+  Value* scaled = b.CreateFMul(b.CreateFMul(p, s1), s2);
+  Value* general = b.CreateSelect(nan, x, scaled);
   general_block = b.GetInsertBlock();
   b.CreateBr(join);
 
@@ -228,7 +230,9 @@ Value* sigmoid(IRBuilder<>& b, Value* x) {
   Value* t = exp(b, b.CreateFNeg(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x)));
   Value* s = b.CreateFDiv(c(b, x, 1.0), b.CreateFAdd(t, c(b, x, 1.0)));
   // NaN: t and s are NaN already.
-  return b.CreateSelect(b.CreateFCmpOGE(x, c(b, x, 0.0)), s, b.CreateFMul(t, s));
+  Value* non_negative = b.CreateFCmpOGE(x, c(b, x, 0.0));
+  Value* product = b.CreateFMul(t, s);
+  return b.CreateSelect(non_negative, s, product);
 }
 
 }  // namespace dynvm::codegen::fast_math

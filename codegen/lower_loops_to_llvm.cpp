@@ -422,7 +422,9 @@ class LlvmEmitter {
       // Division by a loop-invariant value: one scalar reciprocal, then multiplications
       // (within 1 ulp of the division; ATen's softmax scales the same way).
       Value* reciprocal = b_.CreateFDiv(one(operand, nullptr), in[1]->value);
-      set(s.result, {b_.CreateFMul(as_vector(*in[0]), splat(reciprocal)), true, false, 0}, s.type);
+      Value* numerator = as_vector(*in[0]);
+      Value* factor = splat(reciprocal);
+      set(s.result, {b_.CreateFMul(numerator, factor), true, false, 0}, s.type);
       return;
     }
     std::vector<Value*> args;
@@ -452,7 +454,11 @@ class LlvmEmitter {
       a.base = b_.CreateAdd(a.base, b_.CreateMul(e.value, k));
       if (e.linear) a.stride += e.stride * t.coefficient;
     }
-    if (general) a.lanes = b_.CreateAdd(b_.CreateAdd(general, splat(a.base)), iota(a.stride));
+    if (general) {
+      Value* based = b_.CreateAdd(general, splat(a.base));
+      Value* lanes = iota(a.stride);
+      a.lanes = b_.CreateAdd(based, lanes);
+    }
     return a;
   }
 
@@ -508,15 +514,20 @@ class LlvmEmitter {
       Value* v = e.vector || e.linear
                      ? b_.CreateExtractElement(as_vector(e), static_cast<uint64_t>(lanes_ - 1))
                      : e.value;
-      b_.CreateAlignedStore(to_storage(v), b_.CreateGEP(element, buffer, a.base),
-                            align_of(element));
+      // One statement per emitted instruction: the order of a call's arguments is
+      // unspecified, and the IR must not depend on the C++ compiler.
+      Value* stored = to_storage(v);
+      Value* pointer = b_.CreateGEP(element, buffer, a.base);
+      b_.CreateAlignedStore(stored, pointer, align_of(element));
     } else if (!a.lanes && a.stride == 1) {
-      b_.CreateAlignedStore(to_storage(as_vector(e)), b_.CreateGEP(element, buffer, a.base),
-                            align_of(element));
+      Value* stored = to_storage(as_vector(e));
+      Value* pointer = b_.CreateGEP(element, buffer, a.base);
+      b_.CreateAlignedStore(stored, pointer, align_of(element));
     } else {
       Value* mask = splat(b_.getTrue());
-      b_.CreateMaskedScatter(to_storage(as_vector(e)), lane_pointers(s.buffer, element, a),
-                             align_of(element), mask);
+      Value* stored = to_storage(as_vector(e));
+      Value* pointers = lane_pointers(s.buffer, element, a);
+      b_.CreateMaskedScatter(stored, pointers, align_of(element), mask);
     }
   }
 
@@ -629,7 +640,9 @@ class LlvmEmitter {
         lo.push_back(static_cast<int>(i));
         hi.push_back(static_cast<int>(i + half));
       }
-      v = combine(kind, t, b_.CreateShuffleVector(v, lo), b_.CreateShuffleVector(v, hi));
+      Value* low = b_.CreateShuffleVector(v, lo);  // one statement each: argument order
+      Value* high = b_.CreateShuffleVector(v, hi);  // is unspecified in C++
+      v = combine(kind, t, low, high);
       n = half;
     }
     return b_.CreateExtractElement(v, uint64_t{0});
