@@ -640,7 +640,7 @@ class LlvmEmitter {
         lo.push_back(static_cast<int>(i));
         hi.push_back(static_cast<int>(i + half));
       }
-      Value* low = b_.CreateShuffleVector(v, lo);  // one statement each: argument order
+      Value* low = b_.CreateShuffleVector(v, lo);   // one statement each: argument order
       Value* high = b_.CreateShuffleVector(v, hi);  // is unspecified in C++
       v = combine(kind, t, low, high);
       n = half;
