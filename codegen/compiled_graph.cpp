@@ -10,6 +10,7 @@
 #include "dynvm/codegen/aten_executor.h"
 #include "dynvm/codegen/cpu_kernel.h"
 #include "dynvm/graph/fusion_pipeline.h"
+#include "dynvm/graph/graph_dot.h"
 
 namespace dynvm::codegen {
 
@@ -22,6 +23,18 @@ CompiledGraph::~CompiledGraph() = default;
 
 const graph::Graph* CompiledGraph::outer_graph() const {
   return program_ ? &program_->fusion.outer : nullptr;
+}
+
+std::string CompiledGraph::to_dot(const graph::Graph& graph, const std::string& name) const {
+  if (!program_) {
+    graph::DotOptions options;
+    options.graph_name = name;
+    options.is_extern = [](const graph::Node&) { return true; };  // every node is an ATen call
+    return graph::to_dot(graph, options);
+  }
+  graph::DotOptions options = graph::fusion_dot_options(program_->fusion.fusion);
+  options.graph_name = name;
+  return graph::to_dot(program_->fusion.graph, options);
 }
 
 namespace {

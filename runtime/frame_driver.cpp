@@ -13,6 +13,7 @@
 #include "dynvm/graph/graph_printer.h"
 #include "dynvm/runtime/concrete_step.h"
 #include "dynvm/runtime/frame_hook.h"
+#include "dynvm/runtime/graph_files.h"
 #include "dynvm/runtime/run_report.h"
 #include "dynvm/runtime/variant.h"
 #include "dynvm/vm/trace.h"
@@ -289,6 +290,7 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
   }
   variants.insert(variants.begin(), std::move(variant).value());
   counters().kernels += static_cast<int64_t>(variants[0]->kernel_count());
+  if (ops > 0) write_graph_files(code_name(code), location(*cache.info, start), *variants[0]);
   if (log_enabled("kernels") && options.backend == "dynvm" && ops > 0) {
     std::string why = variants[0]->why_not_fused();
     std::fprintf(stderr, "dynvm: %s from %s: %zu kernels%s%s\n", code_name(code).c_str(),

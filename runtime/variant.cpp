@@ -19,6 +19,10 @@ Variant::Variant(vm::Trace trace) : trace_(std::move(trace)) {}
 Variant::~Variant() = default;
 
 size_t Variant::kernel_count() const { return executor_ ? executor_->kernel_count() : 0; }
+std::string Variant::to_dot(const std::string& name) const {
+  return executor_ ? executor_->to_dot(trace_.graph, name) : "";
+}
+
 std::string Variant::why_not_fused() const { return executor_ ? executor_->why_not_fused() : ""; }
 
 Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::string& backend) {

@@ -7,6 +7,7 @@
 
 #include "dynvm/runtime/frame_driver.h"
 #include "dynvm/runtime/frame_hook.h"
+#include "dynvm/runtime/graph_files.h"
 #include "dynvm/runtime/run_report.h"
 
 namespace dynvm::runtime {
@@ -119,9 +120,19 @@ PyObject* time_variant(PyObject*, PyObject* call_args) {
   return Py_BuildValue("(dd)", timing.guards_ns, timing.run_ns);
 }
 
+// set_graphs_dir(path): write every compiled graph there as Graphviz (and SVG).
+PyObject* graphs_dir(PyObject*, PyObject* arg) {
+  const char* path = PyUnicode_AsUTF8(arg);
+  if (path == nullptr) return nullptr;
+  set_graphs_dir(path);
+  Py_RETURN_NONE;
+}
+
 }  // namespace
 
 const PyMethodDef kFrameHookMethods[] = {
+    {"set_graphs_dir", graphs_dir, METH_O,
+     "Write every compiled graph to this directory as Graphviz (and SVG)."},
     {"time_cached_variant", time_variant, METH_VARARGS,
      "Benchmarks: nanoseconds for the guards and for the graph of a cached variant."},
     {"set_skip_prefixes", set_skip_prefixes, METH_O,

@@ -3,6 +3,7 @@ active tracer, the cache limit and its warning, the recompile log, and `dynvm ru
 --include/--exclude filters and report."""
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -236,3 +237,32 @@ def test_dynvm_run_exclude_glob_leaves_a_file_to_cpython(tmp_path):
     report = _run_report(tmp_path, "--exclude", "*/mylib.py")
     functions = {g["function"].split(" ")[0] for g in report["graphs"]}
     assert "work" not in functions and "step" in functions, report["graphs"]
+
+
+def test_dynvm_run_graphs_writes_graphviz_with_fused_clusters(tmp_path):
+    from conftest import codegen_built
+
+    script = tmp_path / "attention_scores.py"
+    script.write_text(
+        "import torch\n"
+        "def scores(x, w):\n"
+        "    return torch.softmax(x @ w * 0.125, -1).relu()\n"
+        "def main():\n"
+        "    with torch.no_grad():\n"
+        "        return scores(torch.ones(8, 8), torch.ones(8, 8))\n"
+        "print(float(main().sum()))\n"
+    )
+    graphs = tmp_path / "graphs"
+    result = cli.dynvm("run", "--graphs", str(graphs), "--report", "none", str(script),
+                       cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "8.0\n"
+    dots = sorted(graphs.glob("*-main.dot"))  # scores() is inlined into main()
+    assert dots, list(graphs.iterdir())
+    text = dots[0].read_text()
+    assert text.startswith("digraph")
+    assert "extern aten::mm" in text  # the matmul stays an ATen call
+    if codegen_built():
+        assert "subgraph cluster" in text  # the scaled softmax and relu: one fused group
+    if shutil.which("dot"):
+        assert dots[0].with_suffix(".svg").exists()

@@ -100,6 +100,8 @@ def _start_compiling(run):
     if backends.unavailable_reason(backend, load=False) is not None:
         backend = "eager"  # graphs still run, op by op through ATen
     core = _native.core()
+    if run.graphs_dir:
+        core.set_graphs_dir(run.graphs_dir)
     core.enable_global(backend, False, 8, run.include, run.exclude)
     global _effective_backend
     _effective_backend = backend

@@ -43,6 +43,9 @@ class CompiledGraph {
   const std::string& why_not_fused() const { return why_not_fused_; }
   // The outer graph with its fused groups (for --graphs and DYNVM_LOGS=kernels).
   const graph::Graph* outer_graph() const;
+  // Graphviz of what runs: the graph after the passes with every fused group drawn as a
+  // cluster and extern calls (ATen) marked; `graph` itself when nothing was fused.
+  std::string to_dot(const graph::Graph& graph, const std::string& name) const;
 
  private:
   CompiledGraph();

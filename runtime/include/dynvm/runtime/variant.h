@@ -61,6 +61,8 @@ class Variant {
   size_t op_count() const { return trace_.graph.num_nodes(); }
   // Under backend "dynvm": fused groups compiled to kernels, and why none were (or "").
   size_t kernel_count() const;
+  // Graphviz of the variant's graph as it runs (fused groups as clusters); "" when none.
+  std::string to_dot(const std::string& name) const;
   std::string why_not_fused() const;
   const vm::Trace& trace() const { return trace_; }
 
