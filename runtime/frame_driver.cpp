@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <utility>
@@ -33,8 +34,20 @@ int64_t nanoseconds_since(Clock::time_point start) {
 // The variants of one traced part of a code object: from instruction `start` on.
 struct Segment {
   std::vector<std::unique_ptr<Variant>> variants;  // most recently hit first
-  bool gave_up = false;                            // over the cache limit: runs eagerly from now on
+  bool gave_up = false;  // over the cache limit: runs eagerly from now on
 };
+
+// The source of a failed constant guard on a value in the frame (a local or a stack
+// entry), or "": a number there is traced as opaque from then on (automatic dynamic).
+std::string changing_number(const Variant& variant, const vm::GuardFailure& why) {
+  const vm::GuardSet& guards = variant.trace().guards;
+  if (why.index >= guards.size()) return "";
+  const vm::Guard& g = guards[why.index];
+  if (g.kind != vm::GuardKind::ConstantMatch || g.source < 0) return "";
+  const vm::SourceTable::Entry& entry = guards.sources()[g.source];
+  if (entry.kind != vm::Source::Kind::Local && entry.kind != vm::Source::Kind::Stack) return "";
+  return entry.text;  // only ints and floats are traced as opaque (TraceContext::wrap)
+}
 
 // What dynvm keeps per code object, in the code object's co_extra slot.
 struct CodeCache {
@@ -43,6 +56,9 @@ struct CodeCache {
   std::shared_ptr<const frontend::CodeInfo> info;
   std::map<std::pair<std::string, int>, Segment> segments;  // (backend, start)
   int return_value_offset = -1;  // a RETURN_VALUE, used to return through CPython
+  // Locals and stack entries whose number changed between calls, in any part of the
+  // code: traced as opaque from then on (a loop counter read after every break).
+  std::set<std::string> dynamic_sources;
   // The segment at the frame's start for the backend used last: the hot path.
   Segment* entry_segment = nullptr;
   std::string entry_backend;
@@ -200,6 +216,8 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     vm::GuardFailure why;
     variants[0]->guards_hold(inputs, &why);
     std::string failing = vm::to_string(why);
+    std::string changing = changing_number(*variants[0], why);
+    if (!changing.empty()) cache.dynamic_sources.insert(changing);
     ++counters().recompiles;
     run_report().recompiles.push_back({code_name(code), failing});
     if (log_enabled("recompiles")) {
@@ -231,7 +249,9 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
   {
     HookPause pause;
     auto t0 = Clock::now();
-    trace = vm::trace_frame(fs);
+    vm::TraceOptions trace_options;
+    trace_options.dynamic_sources = cache.dynamic_sources;
+    trace = vm::trace_frame(fs, trace_options);
     run_report().trace_ns += nanoseconds_since(t0);
   }
   if (trace.graph_break) {

@@ -100,7 +100,12 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
     if (it != wrapped_.end()) return it->second;
   }
   ValuePtr result;
-  if (object == Py_None || PyBool_Check(object)) {
+  if (!key.empty() && (PyLong_CheckExact(object) || PyFloat_CheckExact(object)) &&
+      options.dynamic_sources.count(key) != 0) {
+    // A number that changes from call to call (a loop counter): its value is not traced.
+    guard(GuardKind::TypeMatch, source, object);
+    result = TracedValue::object(PyRef::borrow(object), source);
+  } else if (object == Py_None || PyBool_Check(object)) {
     guard(GuardKind::IdMatch, source, object);
     result = TracedValue::constant(PyRef::borrow(object), source);
   } else if (is_plain_constant(object)) {

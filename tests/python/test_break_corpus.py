@@ -43,9 +43,6 @@ KNOWN_FAILURES = {
     "torch_warning_mid_function":
         "tracing runs torch.tensor(t) on a fake tensor and its UserWarning reaches the "
         "user: the first compiled call warns twice, once from dynvm/_tracing.py",
-    "for_over_tensor_rows_with_item":
-        "the loop index is guarded by value in the part traced after each break, so the "
-        "part is retraced per row and hits cache_size_limit (a RuntimeWarning eager lacks)",
 }
 
 # The themes the corpus must cover, each with at least MIN_PER_THEME scenarios.

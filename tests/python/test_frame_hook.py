@@ -148,23 +148,40 @@ def test_generator_frames_are_left_to_cpython():
     assert torch.equal(compiled(x), _generator_user(x))
 
 
+def _scale(x):
+    return x * 2 + 1
+
+
+def test_cache_limit_warns_once_naming_the_function_and_guard():
+    compiled = dynvm.compile(_scale, backend="eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 13):  # a new shape each call: sizes are guarded exactly
+            x = torch.randn(n)
+            assert torch.equal(compiled(x), _scale(x))
+    ours = [w for w in caught if "cache_size_limit" in str(w.message)]
+    assert len(ours) == 1, [str(w.message) for w in caught]
+    message = str(ours[0].message)
+    assert "_scale" in message and "L['x']" in message
+
+
 def _branch_on_int(x, k):
     if k % 2 == 0:
         return x + k
     return x - k
 
 
-def test_cache_limit_warns_once_naming_the_function_and_guard():
+def test_a_changing_int_stops_being_specialised():
+    # After its value changes once, k is traced as an opaque int: the arithmetic and the
+    # branch on it run eagerly at graph breaks, and no more variants are made per value.
     compiled = dynvm.compile(_branch_on_int, backend="eager")
     x = torch.randn(3)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for k in range(12):
+        for k in range(20):
             assert torch.equal(compiled(x, k), _branch_on_int(x, k))
-    ours = [w for w in caught if "cache_size_limit" in str(w.message)]
-    assert len(ours) == 1, [str(w.message) for w in caught]
-    message = str(ours[0].message)
-    assert "_branch_on_int" in message and "L['k']" in message
+    assert not [w for w in caught if "cache_size_limit" in str(w.message)]
+    assert dynvm.counters["recompiles"] <= 6, dynvm.counters["recompiles"]
 
 
 def test_recompiles_log_names_the_failing_guard(tmp_path):

@@ -4,6 +4,7 @@ python3 prints, and train() compiled with dynvm.compile must train exactly like 
 same printed losses, parameters, gradients and optimizer state."""
 
 import copy
+import json
 import importlib.util
 import pathlib
 
@@ -97,3 +98,26 @@ def test_compiled_train_matches_eager(optimizer_name):
         assert_same(model, eager_model, f"{where}: model", atol=1e-5)
         assert_same(opt, eager_opt, f"{where}: optimizer", atol=1e-5)
     assert "reached the target loss" in expected["stdout"]
+
+
+def _line_of(text):
+    for number, line in enumerate(EXAMPLE.read_text().splitlines(), start=1):
+        if text in line:
+            return number
+    raise AssertionError(f"{text!r} is not in {EXAMPLE}")
+
+
+def test_dynvm_run_report_lists_the_breaks_the_script_has(tmp_path):
+    report_file = tmp_path / "report.json"
+    result = cli.dynvm("run", "--report", "json", str(report_file), str(EXAMPLE),
+                       "--steps", "12")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(report_file.read_text())
+    here = {b["lineno"] for b in report["graph_breaks"]
+            if b["filename"] == str(EXAMPLE.resolve())}
+    # backward() and .item() break the training step; print() after them; the loss
+    # comparison branches on a tensor.
+    for statement in ("loss.backward()", "value = loss.item()", 'print(f"step'):
+        assert _line_of(statement) in here, (statement, sorted(here))
+    assert report["frames_compiled"] >= 1 and report["graphs"], report
+    assert all(g["ops"] > 0 for g in report["graphs"])

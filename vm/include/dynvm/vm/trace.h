@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ namespace dynvm::vm {
 struct TraceOptions {
   int max_inline_depth = 32;       // nested user-function calls inlined before breaking
   int max_instructions = 2000000;  // instructions executed in one trace (loops unrolled)
+  // Sources (by text, e.g. "L['step']", "S[1]") whose int or float value kept changing
+  // between calls: the trace treats them as opaque objects of their type (guarded by
+  // type only), so any use of their value is a graph break computed eagerly instead of
+  // a constant baked into the graph.
+  std::set<std::string> dynamic_sources;
 };
 
 // Where a graph input comes from on each call.
