@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,7 +34,7 @@ int64_t nanoseconds_since(Clock::time_point start) {
 // The variants of one traced part of a code object: from instruction `start` on.
 struct Segment {
   std::vector<std::unique_ptr<Variant>> variants;  // most recently hit first
-  bool gave_up = false;  // over the cache limit: runs eagerly from now on
+  bool gave_up = false;                            // over the cache limit: runs eagerly from now on
 };
 
 // The source of a failed constant guard on a value in the frame (a local or a stack
