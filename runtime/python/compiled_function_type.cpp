@@ -15,12 +15,18 @@ struct CompiledFunctionObject {
 };
 
 PyObject* compiled_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* kKeywords[] = {"function", "backend", "fullgraph", nullptr};
+  static const char* kKeywords[] = {"function", "backend", "fullgraph", "cache_size_limit",
+                                    nullptr};
   PyObject* function = nullptr;
   const char* backend = "eager";
   int fullgraph = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|sp", const_cast<char**>(kKeywords), &function,
-                                   &backend, &fullgraph)) {
+  int cache_size_limit = 8;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|spi", const_cast<char**>(kKeywords),
+                                   &function, &backend, &fullgraph, &cache_size_limit)) {
+    return nullptr;
+  }
+  if (cache_size_limit < 1) {
+    PyErr_SetString(PyExc_ValueError, "cache_size_limit must be at least 1");
     return nullptr;
   }
   if (!PyFunction_Check(function)) {
@@ -32,6 +38,7 @@ PyObject* compiled_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   CompileOptions options;
   options.backend = backend;
   options.fullgraph = fullgraph != 0;
+  options.cache_size_limit = cache_size_limit;
   self->impl = new (std::nothrow) CompiledFunction(function, options);
   if (self->impl == nullptr) {
     Py_DECREF(self);

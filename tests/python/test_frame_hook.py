@@ -283,3 +283,18 @@ def test_dynvm_run_graphs_writes_graphviz_with_fused_clusters(tmp_path):
         assert "subgraph cluster" in text  # the scaled softmax and relu: one fused group
     if shutil.which("dot"):
         assert dots[0].with_suffix(".svg").exists()
+
+
+def test_the_cache_size_limit_is_configurable(monkeypatch):
+    monkeypatch.setenv("DYNVM_CACHE_SIZE_LIMIT", "2")
+    compiled = dynvm.compile(_scale, backend="eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 6):
+            x = torch.randn(n)
+            assert torch.equal(compiled(x), _scale(x))
+    ours = [str(w.message) for w in caught if "cache_size_limit" in str(w.message)]
+    assert len(ours) == 1 and "recompiled 2 times" in ours[0], ours
+    monkeypatch.setenv("DYNVM_CACHE_SIZE_LIMIT", "lots")
+    with pytest.raises(ValueError, match="DYNVM_CACHE_SIZE_LIMIT"):
+        dynvm.compile(_scale, backend="eager")(torch.randn(1))

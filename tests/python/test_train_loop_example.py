@@ -121,3 +121,17 @@ def test_dynvm_run_report_lists_the_breaks_the_script_has(tmp_path):
         assert _line_of(statement) in here, (statement, sorted(here))
     assert report["frames_compiled"] >= 1 and report["graphs"], report
     assert all(g["ops"] > 0 for g in report["graphs"])
+
+
+def test_quickstart_under_dynvm_run_reports_its_compiled_graph():
+    quickstart = EXAMPLE.parent / "quickstart.py"
+    mine = cli.dynvm("run", str(quickstart))
+    theirs = cli.python(str(quickstart))
+    assert theirs.returncode == 0, theirs.stderr
+    assert mine.returncode == 0, mine.stderr
+    script_stderr, report = cli.split_report(mine.stderr)
+    assert mine.stdout == theirs.stdout
+    assert "run report for quickstart.py" in report
+    sizes = [int(line.split("graph of ")[1].split(" ops")[0])
+             for line in report.splitlines() if "graph of " in line]
+    assert sizes and max(sizes) >= 50, report  # ResNet-18's forward, one graph

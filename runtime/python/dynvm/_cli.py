@@ -102,7 +102,7 @@ def _start_compiling(run):
     core = _native.core()
     if run.graphs_dir:
         core.set_graphs_dir(run.graphs_dir)
-    core.enable_global(backend, False, 8, run.include, run.exclude)
+    core.enable_global(backend, False, config.cache_size_limit(), run.include, run.exclude)
     global _effective_backend
     _effective_backend = backend
 

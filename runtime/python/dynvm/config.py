@@ -80,3 +80,18 @@ def enabled_logs(environ=None):
     """The log names DYNVM_LOGS turns on, as a frozenset."""
     environ = os.environ if environ is None else environ
     return parse_logs(environ.get("DYNVM_LOGS", ""))
+
+
+def cache_size_limit():
+    """Variants per part of a function before it runs eagerly for good (a recompile
+    limit): DYNVM_CACHE_SIZE_LIMIT, a positive integer, 8 when unset."""
+    text = os.environ.get("DYNVM_CACHE_SIZE_LIMIT", "").strip()
+    if not text:
+        return 8
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"DYNVM_CACHE_SIZE_LIMIT: expected a positive integer, got {text!r}")
+    return value

@@ -5,7 +5,7 @@ import functools
 import sys
 import types
 
-from dynvm import _native, backends
+from dynvm import _native, backends, config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +56,8 @@ class CompiledFunction:
                 self._bound_self = (target,)
                 target = call
             self._native = _native.core().CompiledFunction(
-                target, self._options.backend, self._options.fullgraph
+                target, self._options.backend, self._options.fullgraph,
+                config.cache_size_limit(),
             )
         return self._native
 
