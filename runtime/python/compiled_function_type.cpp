@@ -21,8 +21,8 @@ PyObject* compiled_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   const char* backend = "eager";
   int fullgraph = 0;
   int cache_size_limit = 8;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|spi", const_cast<char**>(kKeywords),
-                                   &function, &backend, &fullgraph, &cache_size_limit)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|spi", const_cast<char**>(kKeywords), &function,
+                                   &backend, &fullgraph, &cache_size_limit)) {
     return nullptr;
   }
   if (cache_size_limit < 1) {
