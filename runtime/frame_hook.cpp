@@ -4,7 +4,6 @@
 #include <fnmatch.h>
 
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include "dynvm/runtime/frame_access.h"
@@ -28,13 +27,53 @@ FrameFilter g_filter;
 std::vector<std::string> g_default_skips;
 bool g_installed = false;
 
-// Per code object and filter: may dynvm compile it? Code objects live as long as their
-// entry matters: the key is only compared, never dereferenced after the code dies,
-// except that a new code object at a recycled address would inherit the answer; the
-// answer depends only on the file name, so that costs nothing but a stale filter.
-std::unordered_map<PyObject*, std::pair<uint64_t, bool>>& eligibility() {
-  static auto& map = *new std::unordered_map<PyObject*, std::pair<uint64_t, bool>>();
-  return map;
+// Per code object, in its co_extra slot: may dynvm compile it, under the filter of a
+// compiled function's callees and under dynvm run's, as decided in `generation`.
+struct Eligibility {
+  uint64_t generation = 0;
+  int8_t for_callees = -1;  // -1: not decided yet
+  int8_t for_run = -1;
+};
+
+Py_ssize_t eligibility_index() {
+  static Py_ssize_t index = -2;
+  if (index == -2) {
+#if PY_VERSION_HEX >= 0x030C0000
+    index =
+        PyUnstable_Eval_RequestCodeExtraIndex([](void* p) { delete static_cast<Eligibility*>(p); });
+#else
+    index = _PyEval_RequestCodeExtraIndex([](void* p) { delete static_cast<Eligibility*>(p); });
+#endif
+  }
+  return index;
+}
+
+Eligibility* eligibility_of(PyObject* code) {
+  Py_ssize_t index = eligibility_index();
+  if (index < 0) return nullptr;
+  void* extra = nullptr;
+#if PY_VERSION_HEX >= 0x030C0000
+  if (PyUnstable_Code_GetExtra(code, index, &extra) < 0) {
+#else
+  if (_PyCode_GetExtra(code, index, &extra) < 0) {
+#endif
+    PyErr_Clear();
+    return nullptr;
+  }
+  if (extra == nullptr) {
+    auto* fresh = new Eligibility();
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Code_SetExtra(code, index, fresh) < 0) {
+#else
+    if (_PyCode_SetExtra(code, index, fresh) < 0) {
+#endif
+      PyErr_Clear();
+      delete fresh;
+      return nullptr;
+    }
+    extra = fresh;
+  }
+  return static_cast<Eligibility*>(extra);
 }
 uint64_t g_filter_generation = 1;
 
@@ -69,13 +108,13 @@ bool decide(PyObject* code, const FrameFilter& filter) {
   return true;
 }
 
-bool eligible(PyObject* code, const FrameFilter& filter) {
-  auto& map = eligibility();
-  auto it = map.find(code);
-  if (it != map.end() && it->second.first == g_filter_generation) return it->second.second;
-  bool yes = decide(code, filter);
-  map[code] = {g_filter_generation, yes};
-  return yes;
+bool eligible(PyObject* code, const FrameFilter& filter, bool for_run) {
+  Eligibility* e = eligibility_of(code);
+  if (e == nullptr) return decide(code, filter);
+  if (e->generation != g_filter_generation) *e = Eligibility{g_filter_generation, -1, -1};
+  int8_t& answer = for_run ? e->for_run : e->for_callees;
+  if (answer < 0) answer = decide(code, filter) ? 1 : 0;
+  return answer == 1;
 }
 
 PyObject* eval_frame(PyThreadState* ts, frame::Frame* f, int throwflag) {
@@ -91,10 +130,12 @@ PyObject* eval_frame(PyThreadState* ts, frame::Frame* f, int throwflag) {
   static const FrameFilter no_filter;
   const CompileOptions* options = t_options;
   if (options != nullptr) {
-    if (code != t_code && !eligible(code, no_filter)) return frame::eval_default(ts, f, 0);
+    if (code != t_code && !eligible(code, no_filter, false)) {
+      return frame::eval_default(ts, f, 0);
+    }
   } else {
     options = &g_global_options;
-    if (!eligible(code, g_filter)) return frame::eval_default(ts, f, 0);
+    if (!eligible(code, g_filter, true)) return frame::eval_default(ts, f, 0);
   }
   return drive_frame(ts, f, *options);  // which leaves skipped code to CPython
 }
