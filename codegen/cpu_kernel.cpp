@@ -10,42 +10,13 @@
 #include <memory>
 #include <utility>
 
+#include "aten_dtype.h"
 #include "dynvm/codegen/coalesce_loops.h"
 #include "dynvm/codegen/lower_group.h"
 
 namespace dynvm::codegen {
 
 namespace {
-
-c10::ScalarType scalar_type_of(graph::DType dtype) {
-  switch (dtype) {
-    case graph::DType::Bool:
-      return c10::ScalarType::Bool;
-    case graph::DType::UInt8:
-      return c10::ScalarType::Byte;
-    case graph::DType::Int8:
-      return c10::ScalarType::Char;
-    case graph::DType::Int16:
-      return c10::ScalarType::Short;
-    case graph::DType::Int32:
-      return c10::ScalarType::Int;
-    case graph::DType::Int64:
-      return c10::ScalarType::Long;
-    case graph::DType::Float16:
-      return c10::ScalarType::Half;
-    case graph::DType::BFloat16:
-      return c10::ScalarType::BFloat16;
-    case graph::DType::Float32:
-      return c10::ScalarType::Float;
-    case graph::DType::Float64:
-      return c10::ScalarType::Double;
-    case graph::DType::Complex64:
-      return c10::ScalarType::ComplexFloat;
-    case graph::DType::Complex128:
-      return c10::ScalarType::ComplexDouble;
-  }
-  return c10::ScalarType::Undefined;
-}
 
 // Elements of work one iteration of the parallel loop does, for the grain size.
 constexpr int64_t kGrainElements = 32768;
@@ -85,7 +56,7 @@ std::vector<at::Tensor> CpuKernel::run(const std::vector<at::Tensor>& inputs) co
   outputs.reserve(outputs_.size());
   for (const graph::TensorMeta& meta : outputs_) {
     outputs.push_back(at::empty_strided(meta.sizes, meta.strides,
-                                        at::TensorOptions().dtype(scalar_type_of(meta.dtype))));
+                                        at::TensorOptions().dtype(to_scalar_type(meta.dtype))));
   }
   run_into(inputs, outputs);
   return outputs;
@@ -96,7 +67,7 @@ namespace {
 // Checks `t` against `meta` (dtype, device, sizes, and strides of dims longer than 1).
 void check_tensor(const at::Tensor& t, const graph::TensorMeta& meta, const std::string& kernel,
                   const char* what, size_t i) {
-  TORCH_CHECK(t.defined() && t.device().is_cpu() && t.scalar_type() == scalar_type_of(meta.dtype) &&
+  TORCH_CHECK(t.defined() && t.device().is_cpu() && t.scalar_type() == to_scalar_type(meta.dtype) &&
                   t.sizes().vec() == meta.sizes,
               "kernel ", kernel, ": ", what, " ", i,
               " has another dtype, device or shape than the kernel was compiled for");

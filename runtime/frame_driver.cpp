@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dynvm/graph/graph_printer.h"
+#include "dynvm/runtime/code_extra.h"
 #include "dynvm/runtime/concrete_step.h"
 #include "dynvm/runtime/frame_hook.h"
 #include "dynvm/runtime/graph_files.h"
@@ -64,44 +65,8 @@ struct CodeCache {
   std::string entry_backend;
 };
 
-Py_ssize_t code_extra_index() {
-  static Py_ssize_t index = -2;
-  if (index == -2) {
-#if PY_VERSION_HEX >= 0x030C0000
-    index =
-        PyUnstable_Eval_RequestCodeExtraIndex([](void* p) { delete static_cast<CodeCache*>(p); });
-#else
-    index = _PyEval_RequestCodeExtraIndex([](void* p) { delete static_cast<CodeCache*>(p); });
-#endif
-  }
-  return index;
-}
-
 CodeCache* cache_for(PyObject* code, bool create) {
-  Py_ssize_t index = code_extra_index();
-  if (index < 0) return nullptr;
-  void* extra = nullptr;
-#if PY_VERSION_HEX >= 0x030C0000
-  if (PyUnstable_Code_GetExtra(code, index, &extra) < 0) {
-#else
-  if (_PyCode_GetExtra(code, index, &extra) < 0) {
-#endif
-    PyErr_Clear();
-    return nullptr;
-  }
-  auto* cache = static_cast<CodeCache*>(extra);
-  if (cache == nullptr && create) {
-    cache = new CodeCache();
-#if PY_VERSION_HEX >= 0x030C0000
-    if (PyUnstable_Code_SetExtra(code, index, cache) < 0) {
-#else
-    if (_PyCode_SetExtra(code, index, cache) < 0) {
-#endif
-      PyErr_Clear();
-      delete cache;
-      return nullptr;
-    }
-  }
+  CodeCache* cache = CodeExtra<CodeCache>::get(code, create);
   if (cache != nullptr && cache->epoch != current_epoch()) {  // dynvm.reset() since
     cache->entry_segment = nullptr;
     cache->segments.clear();

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "dynvm/runtime/code_extra.h"
 #include "dynvm/runtime/frame_access.h"
 #include "dynvm/runtime/frame_driver.h"
 
@@ -35,46 +36,6 @@ struct Eligibility {
   int8_t for_run = -1;
 };
 
-Py_ssize_t eligibility_index() {
-  static Py_ssize_t index = -2;
-  if (index == -2) {
-#if PY_VERSION_HEX >= 0x030C0000
-    index =
-        PyUnstable_Eval_RequestCodeExtraIndex([](void* p) { delete static_cast<Eligibility*>(p); });
-#else
-    index = _PyEval_RequestCodeExtraIndex([](void* p) { delete static_cast<Eligibility*>(p); });
-#endif
-  }
-  return index;
-}
-
-Eligibility* eligibility_of(PyObject* code) {
-  Py_ssize_t index = eligibility_index();
-  if (index < 0) return nullptr;
-  void* extra = nullptr;
-#if PY_VERSION_HEX >= 0x030C0000
-  if (PyUnstable_Code_GetExtra(code, index, &extra) < 0) {
-#else
-  if (_PyCode_GetExtra(code, index, &extra) < 0) {
-#endif
-    PyErr_Clear();
-    return nullptr;
-  }
-  if (extra == nullptr) {
-    auto* fresh = new Eligibility();
-#if PY_VERSION_HEX >= 0x030C0000
-    if (PyUnstable_Code_SetExtra(code, index, fresh) < 0) {
-#else
-    if (_PyCode_SetExtra(code, index, fresh) < 0) {
-#endif
-      PyErr_Clear();
-      delete fresh;
-      return nullptr;
-    }
-    extra = fresh;
-  }
-  return static_cast<Eligibility*>(extra);
-}
 uint64_t g_filter_generation = 1;
 
 bool starts_with(const std::string& s, const std::string& prefix) {
@@ -109,7 +70,7 @@ bool decide(PyObject* code, const FrameFilter& filter) {
 }
 
 bool eligible(PyObject* code, const FrameFilter& filter, bool for_run) {
-  Eligibility* e = eligibility_of(code);
+  Eligibility* e = CodeExtra<Eligibility>::get(code, true);
   if (e == nullptr) return decide(code, filter);
   if (e->generation != g_filter_generation) *e = Eligibility{g_filter_generation, -1, -1};
   int8_t& answer = for_run ? e->for_run : e->for_callees;
