@@ -48,9 +48,9 @@ def main():
     core = _native.core()
     guards, graph = [], []
     for _ in range(5):
-        g, r = core.time_cached_variant(add_then_double, (x,), "eager", 20000)
-        guards.append(g / 1000)
-        graph.append(r / 1000)
+        timing = core.time_cached_variant(add_then_double, (x,), "eager", 20000)
+        guards.append(timing["guards_ns"] / 1000)
+        graph.append(timing["run_ns"] / 1000)
     graph_us, guards_us = min(graph), min(guards)
     print(f"eager                              {eager:6.2f} us/call")
     print(f"dynvm.compile(backend='eager')     {wrapped:6.2f} us/call  ({wrapped / eager:.2f}x eager)")

@@ -19,20 +19,13 @@
 
 #ifdef DYNVM_HAVE_LLVM
 #include <llvm/Config/llvm-config.h>
-#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
-#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
-#include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/LLVMContext.h>
-#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
-#include <llvm/Passes/PassBuilder.h>
-#include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
-#include <llvm/TargetParser/Host.h>
 
+#include "host_jit.h"
 #include "lower_loops_to_llvm.h"
 #endif
 
@@ -64,120 +57,6 @@ bool logs_enabled(std::string_view topic) {
 }
 
 int64_t g_compilations = 0;  // guarded by the JIT's mutex
-
-#ifdef DYNVM_HAVE_LLVM
-
-std::string llvm_error(llvm::Error error) { return llvm::toString(std::move(error)); }
-
-// The process-wide JIT. Never destroyed: kernels may be called until the process exits.
-struct HostJit {
-  std::unique_ptr<llvm::orc::LLJIT> jit;
-  std::unique_ptr<llvm::TargetMachine> target_machine;
-  std::string cpu;
-  std::string features;  // sorted, "+avx2,+avx512f,-sse4a,…"
-  int lanes = 1;
-  std::string error;  // set when the JIT could not be created
-  std::mutex mutex;
-  std::map<std::string, CpuKernelFunction> loaded;  // cache key -> function
-  int64_t next_library = 0;
-};
-
-HostJit* create_host_jit() {
-  auto* host = new HostJit();
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  llvm::StringMap<bool> features;
-  llvm::sys::getHostCPUFeatures(features);
-  std::vector<std::string> items;
-  for (const auto& f : features) items.push_back((f.second ? "+" : "-") + f.first().str());
-  std::sort(items.begin(), items.end());
-  for (const std::string& item : items)
-    host->features += (host->features.empty() ? "" : ",") + item;
-  host->cpu = llvm::sys::getHostCPUName().str();
-  auto has = [&](const char* name) { return features.count(name) && features.lookup(name); };
-  host->lanes = has("avx512f") ? 16 : has("avx2") || has("avx") ? 8 : 4;
-
-  llvm::orc::JITTargetMachineBuilder builder{llvm::Triple(llvm::sys::getProcessTriple())};
-  builder.setCPU(host->cpu);
-  builder.addFeatures(items);
-  builder.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
-  builder.setRelocationModel(llvm::Reloc::PIC_);
-  builder.setCodeModel(llvm::CodeModel::Small);
-  auto target_machine = builder.createTargetMachine();
-  if (!target_machine) {
-    host->error = llvm_error(target_machine.takeError());
-    return host;
-  }
-  host->target_machine = std::move(*target_machine);
-  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(builder).create();
-  if (!jit) {
-    host->error = llvm_error(jit.takeError());
-    return host;
-  }
-  host->jit = std::move(*jit);
-  // Kernels call libm (sinf, powf, …): resolve from the process.
-  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-      host->jit->getDataLayout().getGlobalPrefix());
-  if (!process) {
-    host->error = llvm_error(process.takeError());
-    return host;
-  }
-  host->jit->getMainJITDylib().addGenerator(std::move(*process));
-  return host;
-}
-
-HostJit& host_jit() {
-  static HostJit* host = create_host_jit();
-  return *host;
-}
-
-void optimize(llvm::Module& module, llvm::TargetMachine& target_machine) {
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder builder(&target_machine);
-  builder.registerModuleAnalyses(mam);
-  builder.registerCGSCCAnalyses(cgam);
-  builder.registerFunctionAnalyses(fam);
-  builder.registerLoopAnalyses(lam);
-  builder.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager passes =
-      builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
-  passes.run(module, mam);
-}
-
-Expected<std::string> emit_object(llvm::Module& module, llvm::TargetMachine& target_machine) {
-  llvm::SmallVector<char, 0> buffer;
-  llvm::raw_svector_ostream stream(buffer);
-  llvm::legacy::PassManager passes;
-  if (target_machine.addPassesToEmitFile(passes, stream, nullptr, llvm::CGFT_ObjectFile)) {
-    return make_error("the LLVM target cannot emit object files");
-  }
-  passes.run(module);
-  return std::string(buffer.begin(), buffer.end());
-}
-
-// A loaded kernel (a struct: Expected of a plain function pointer trips -Wshadow).
-struct LoadedKernel {
-  CpuKernelFunction function = nullptr;
-};
-
-Expected<LoadedKernel> load_object(HostJit& host, const std::string& bytes,
-                                   const std::string& symbol) {
-  auto library = host.jit->createJITDylib("dynvm_kernels_" + std::to_string(host.next_library++));
-  if (!library) return make_error(llvm_error(library.takeError()));
-  library->addToLinkOrder(host.jit->getMainJITDylib());
-  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(bytes, symbol);
-  if (llvm::Error error = host.jit->addObjectFile(*library, std::move(buffer))) {
-    return make_error(llvm_error(std::move(error)));
-  }
-  auto address = host.jit->lookup(*library, symbol);
-  if (!address) return make_error(llvm_error(address.takeError()));
-  return LoadedKernel{address->toPtr<CpuKernelFunction>()};
-}
-
-#endif  // DYNVM_HAVE_LLVM
 
 }  // namespace
 
@@ -271,11 +150,12 @@ Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
   }
   if (options.use_disk_cache) {
     if (std::optional<std::string> bytes = load_cached_object(dir, key)) {
-      Expected<LoadedKernel> loaded = load_object(host, *bytes, symbol);
+      Expected<LoadedSymbol> loaded = load_object(host, *bytes, symbol);
       if (loaded) {
+        auto function = reinterpret_cast<CpuKernelFunction>(loaded->address);
         result.from_disk = true;
-        host.loaded[key] = loaded->function;
-        return finish(loaded->function);
+        host.loaded[key] = function;
+        return finish(function);
       }
       // A corrupt or foreign object: compile afresh and overwrite it.
     }
@@ -291,7 +171,7 @@ Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
     return make_error("internal error: invalid LLVM IR for kernel " + kernel.name + ": " +
                       verify_stream.str());
   }
-  optimize(*module, *host.target_machine);
+  optimize_module(*module, *host.target_machine, 3);
   if (options.keep_llvm_ir || logs_enabled("kernels")) {
     std::string ir;
     llvm::raw_string_ostream ir_stream(ir);
@@ -309,10 +189,11 @@ Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
   ++g_compilations;
   result.compiled = true;
   if (options.use_disk_cache) store_cached_object(dir, key, *object);
-  Expected<LoadedKernel> loaded = load_object(host, *object, symbol);
+  Expected<LoadedSymbol> loaded = load_object(host, *object, symbol);
   if (!loaded) return loaded.error();
-  host.loaded[key] = loaded->function;
-  return finish(loaded->function);
+  auto function = reinterpret_cast<CpuKernelFunction>(loaded->address);
+  host.loaded[key] = function;
+  return finish(function);
 #endif
 }
 

@@ -92,10 +92,18 @@ void GlueProgram::check_ult(int a, int b, int64_t fail_code) {
 }
 
 int GlueProgram::add_helper(const std::string& helper_name, int arity, const void* address) {
-  for (size_t i = 0; i < helpers.size(); ++i) {
-    if (helpers[i].name == helper_name) return static_cast<int>(i);
+  std::string unique = helper_name;
+  for (int suffix = 2;; ++suffix) {
+    bool taken = false;
+    for (size_t i = 0; i < helpers.size(); ++i) {
+      if (helpers[i].name != unique) continue;
+      if (helpers[i].arity == arity && helpers[i].address == address) return static_cast<int>(i);
+      taken = true;
+    }
+    if (!taken) break;
+    unique = helper_name + "_" + std::to_string(suffix);
   }
-  helpers.push_back(GlueHelper{helper_name, arity, address});
+  helpers.push_back(GlueHelper{unique, arity, address});
   return static_cast<int>(helpers.size()) - 1;
 }
 

@@ -322,6 +322,14 @@ bool time_cached_variant(PyObject* function, PyObject* args, const std::string& 
   for (int i = 0; i < iterations; ++i) held += variant->guards_hold(inputs) ? 1 : 0;
   out->guards_ns = static_cast<double>(nanoseconds_since(t0)) / iterations;
   if (held != iterations) return fail("the guards stopped holding");
+  out->guard_count = variant->trace().guards.size();
+  out->guards_compiled = variant->guards_compiled();
+  t0 = Clock::now();
+  for (int i = 0; i < iterations; ++i) {
+    held += vm::guards_hold(variant->trace().guards, inputs) ? 1 : 0;
+  }
+  out->interpreted_guards_ns = static_cast<double>(nanoseconds_since(t0)) / iterations;
+  if (held != 2 * iterations) return fail("the guards stopped holding");
   t0 = Clock::now();
   for (int i = 0; i < iterations; ++i) {
     PyObject* r = variant->run(inputs);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "dynvm/codegen/compiled_graph.h"
+#include "dynvm/runtime/compiled_function.h"
 #include "dynvm/vm/source_resolver.h"
 
 namespace dynvm::runtime {
@@ -25,8 +26,30 @@ std::string Variant::to_dot(const std::string& name) const {
 
 std::string Variant::why_not_fused() const { return executor_ ? executor_->why_not_fused() : ""; }
 
+void Variant::compile_guards() const {
+  checks_before_glue_ = -1;
+  auto glue = GuardGlue::compile(trace_.guards, "guards");
+  if (!glue) return;  // no JIT here: the interpreter serves
+  glue_ = std::move(glue).value();
+  ++counters().guard_glues;
+}
+
+bool Variant::guards_hold(const vm::FrameInputs& inputs, vm::GuardFailure* why) const {
+  if (why == nullptr) {
+    if (glue_) return glue_->holds(inputs);
+    if (checks_before_glue_ >= 0 && checks_before_glue_-- == 0) {
+      compile_guards();
+      if (glue_) return glue_->holds(inputs);
+    }
+  }
+  return vm::guards_hold(trace_.guards, inputs, why);
+}
+
 Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::string& backend) {
   std::unique_ptr<Variant> v(new Variant(std::move(trace)));
+  const GuardGluePolicy& policy = guard_glue_policy();
+  v->checks_before_glue_ = policy.enabled ? policy.after_checks : -1;
+  if (v->checks_before_glue_ == 0) v->compile_guards();
   if (v->eager()) return v;
   auto executor =
       codegen::CompiledGraph::build(v->trace_.graph, backend, v->trace_.grad_enabled_at_start);

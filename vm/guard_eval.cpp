@@ -99,8 +99,9 @@ bool no_global_hooks(const NoGlobalHooksPayload& payload, std::string* which) {
   return true;
 }
 
-// The fast check. `value` (borrowed) is the guard's resolved source, nullptr for global kinds.
-bool check(const Guard& guard, PyObject* value) {
+}  // namespace
+
+bool guard_check(const Guard& guard, PyObject* value) {
   switch (guard.kind) {
     case GuardKind::TypeMatch:
       return reinterpret_cast<PyObject*>(Py_TYPE(value)) == guard.as<TypeMatchPayload>().type.get();
@@ -129,6 +130,8 @@ bool check(const Guard& guard, PyObject* value) {
   }
   return false;
 }
+
+namespace {
 
 // "a Linear", or the value itself for builtin constants (whose repr runs no user code).
 std::string value_text(PyObject* value) {
@@ -231,7 +234,7 @@ bool guards_hold(const GuardSet& guards, const FrameInputs& inputs, GuardFailure
           return false;
         }
       }
-      if (!check(guard, value)) {
+      if (!guard_check(guard, value)) {
         if (why != nullptr) {
           fail(why, i, guard,
                explain(guard, value, guard.source >= 0 ? guards.sources()[guard.source].text : ""));

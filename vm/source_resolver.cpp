@@ -130,7 +130,7 @@ PyObject* SourceResolver::resolve(int slot) {
       return nullptr;
     }
   }
-  PyObject* value = read(entry, base);  // new
+  PyObject* value = read_source_entry(entry, base, inputs_);  // new
   if (value == nullptr) {
     memo.state = kFailed;
     note_failure(slot);
@@ -141,7 +141,8 @@ PyObject* SourceResolver::resolve(int slot) {
   return value;
 }
 
-PyObject* SourceResolver::read(const SourceTable::Entry& entry, PyObject* base) {
+PyObject* read_source_entry(const SourceTable::Entry& entry, PyObject* base,
+                            const FrameInputs& inputs_) {
   switch (entry.kind) {
     case Source::Kind::Local: {
       int64_t index = entry.index;

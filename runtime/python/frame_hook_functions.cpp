@@ -105,7 +105,7 @@ PyObject* report(PyObject*, PyObject*) {
                        "run_seconds", r.run_ns * 1e-9);
 }
 
-// time_cached_variant(function, args, backend, iterations) -> (guards_ns, run_ns)
+// time_cached_variant(function, args, backend, iterations) -> dict of the VariantTiming
 PyObject* time_variant(PyObject*, PyObject* call_args) {
   PyObject* function = nullptr;
   PyObject* args = nullptr;
@@ -117,7 +117,10 @@ PyObject* time_variant(PyObject*, PyObject* call_args) {
   }
   VariantTiming timing;
   if (!time_cached_variant(function, args, backend, iterations, &timing)) return nullptr;
-  return Py_BuildValue("(dd)", timing.guards_ns, timing.run_ns);
+  return Py_BuildValue("{s:d,s:d,s:d,s:n,s:O}", "guards_ns", timing.guards_ns,
+                       "interpreted_guards_ns", timing.interpreted_guards_ns, "run_ns",
+                       timing.run_ns, "guard_count", static_cast<Py_ssize_t>(timing.guard_count),
+                       "guards_compiled", timing.guards_compiled ? Py_True : Py_False);
 }
 
 // set_graphs_dir(path): write every compiled graph there as Graphviz (and SVG).

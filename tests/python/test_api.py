@@ -395,7 +395,7 @@ def test_unknown_dynvm_logs_name_fails_at_import_listing_valid_names():
     assert result.returncode == 1
     assert (
         "ValueError: DYNVM_LOGS: unknown log name 'kernel'; "
-        "valid names: graph, guards, breaks, recompiles, kernels, perf"
+        "valid names: graph, guards, breaks, recompiles, kernels, glue, perf"
     ) in result.stderr
 
 

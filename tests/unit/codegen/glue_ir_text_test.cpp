@@ -134,7 +134,7 @@ TEST_CASE("glue IR: a program built with the builder prints as the header shows"
   program.check_nonzero(item, 0);
   program.store(0, item);
   int type = program.load(item, 8);
-  int expected_type = program.constant(reinterpret_cast<const void*>(0x7f3a10203040));
+  int expected_type = program.constant_address(reinterpret_cast<const void*>(0x7f3a10203040));
   program.check_eq(type, expected_type, 0);
   int ok = program.call(matches, {expected_type, item});
   program.check_nonzero(ok, 1);

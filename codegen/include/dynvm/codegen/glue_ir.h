@@ -88,7 +88,9 @@ struct GlueProgram {
   // Building: each returns the number of the value it defines.
   int param(int64_t index);
   int constant(int64_t word);
-  int constant(const void* address) { return constant(reinterpret_cast<int64_t>(address)); }
+  int constant_address(const void* address) {
+    return constant(static_cast<int64_t>(reinterpret_cast<intptr_t>(address)));
+  }
   int load(int address, int64_t offset);
   int load32(int address, int64_t offset);
   int bit_and(int a, int b);
@@ -99,7 +101,8 @@ struct GlueProgram {
   void check_ne(int a, int b, int64_t fail_code);
   void check_nonzero(int a, int64_t fail_code);
   void check_ult(int a, int b, int64_t fail_code);
-  // The index of the helper named `name`, adding it when new.
+  // The index of the helper named `name` with this arity and address, adding it when new; a
+  // different helper under a name already taken is added as name_2, name_3, ...
   int add_helper(const std::string& name, int arity, const void* address);
 
   int value_count() const { return next_value_; }

@@ -32,6 +32,7 @@ struct Counters {
   int64_t eager_calls = 0;     // calls run eagerly (breaks, over the cache limit)
   int64_t kernels = 0;         // fused groups compiled to kernels (backend "dynvm")
   int64_t graph_failures = 0;  // graphs that raised at run time (the part then ran eagerly)
+  int64_t guard_glues = 0;     // variants whose guards were compiled (guard_glue.h)
 };
 Counters& counters();
 void reset_all();

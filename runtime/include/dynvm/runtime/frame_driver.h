@@ -41,8 +41,11 @@ bool code_is_skipped(PyObject* code);
 // return without a break. Nanoseconds per iteration, averaged over `iterations`; false
 // with a Python error set when there is no such variant.
 struct VariantTiming {
-  double guards_ns = 0;  // checking the variant's guards
-  double run_ns = 0;     // running its graph and rebuilding the result
+  double guards_ns = 0;              // checking the variant's guards as a cache hit does
+  double interpreted_guards_ns = 0;  // the same guards through the interpreter
+  double run_ns = 0;                 // running its graph and rebuilding the result
+  size_t guard_count = 0;
+  bool guards_compiled = false;  // guards_ns is the compiled guards' time
 };
 bool time_cached_variant(PyObject* function, PyObject* args, const std::string& backend,
                          int iterations, VariantTiming* out);

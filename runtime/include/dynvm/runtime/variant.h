@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dynvm/runtime/guard_glue.h"
 #include "dynvm/support/expected.h"
 #include "dynvm/support/py_ref.h"
 #include "dynvm/vm/guard_eval.h"
@@ -34,9 +35,12 @@ class Variant {
                                                   const std::string& backend = "eager");
   ~Variant();
 
-  bool guards_hold(const vm::FrameInputs& inputs, vm::GuardFailure* why = nullptr) const {
-    return vm::guards_hold(trace_.guards, inputs, why);
-  }
+  // GIL held. Whether the variant's guards hold for this call: through its compiled guards
+  // (guard_glue.h) once the variant has been checked often enough (guard_glue_policy), else,
+  // and whenever `why` asks for an explanation, through the interpreter (vm::guards_hold).
+  bool guards_hold(const vm::FrameInputs& inputs, vm::GuardFailure* why = nullptr) const;
+  // Whether this variant's guards run compiled now.
+  bool guards_compiled() const { return glue_ != nullptr; }
   // Runs the graph on this call's inputs and rebuilds the return value: a new
   // reference, or nullptr with a Python error set.
   PyObject* run(const vm::FrameInputs& inputs) const;
@@ -69,8 +73,12 @@ class Variant {
  private:
   explicit Variant(vm::Trace trace);
   bool run_graph(const vm::FrameInputs& inputs, std::vector<at::Tensor>* outputs) const;
+  void compile_guards() const;
   vm::Trace trace_;
   std::unique_ptr<codegen::CompiledGraph> executor_;
+  // Compiled guards, made on the policy's check (a cache: set from const methods, GIL held).
+  mutable std::unique_ptr<GuardGlue> glue_;
+  mutable int checks_before_glue_ = 0;  // interpreter checks left before compiling; -1: never
   vm::SourceTable input_sources_;
   std::vector<int> input_slots_;  // per graph input: its slot in input_sources_, or -1
 };

@@ -28,4 +28,9 @@ std::string to_string(const GuardFailure& failure);
 // keeps `guards` alive for the whole call.
 bool guards_hold(const GuardSet& guards, const FrameInputs& inputs, GuardFailure* why = nullptr);
 
+// GIL held. The fast check of one guard of a set on its resolved source value (borrowed;
+// nullptr for the kinds that read global state): what guards_hold does per guard, for code
+// that resolves sources itself (compiled guards). Never raises, allocates nothing.
+bool guard_check(const Guard& guard, PyObject* value);
+
 }  // namespace dynvm::vm

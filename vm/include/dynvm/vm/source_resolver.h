@@ -103,7 +103,6 @@ class SourceResolver {
   // Sets with at most this many sources resolve without allocating.
   static constexpr size_t kInlineSlots = 32;
 
-  PyObject* read(const SourceTable::Entry& entry, PyObject* base);  // new reference or nullptr
   void note_failure(int slot);
 
   const SourceTable& table_;
@@ -115,6 +114,12 @@ class SourceResolver {
   int failed_slot_ = -1;
   std::string failure_;
 };
+
+// GIL held. Reads one entry of a table whose base (nullptr for a root) is already resolved:
+// a new reference, or nullptr, possibly with a Python error set, when it cannot be read. The
+// one definition of what reading a source means, shared by the resolver and by compiled guards.
+PyObject* read_source_entry(const SourceTable::Entry& entry, PyObject* base,
+                            const FrameInputs& inputs);
 
 // GIL held. Resolves one source outside a guard check (e.g. to rebuild a value for eager
 // execution): a new reference, or an empty PyRef (no Python error set) when it cannot be read.

@@ -1,0 +1,60 @@
+"""Guard checks of a cache hit: the variant's compiled guards (host glue through the ORC
+JIT) against the C++ guard interpreter, on the same guards and the same call, for a small
+function and for modules whose guards cover every parameter and submodule.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/guard_bench.py
+"""
+import torch
+import torchvision
+
+import dynvm
+from dynvm import _native
+
+
+def add_then_double(x):
+    return (x + 1) * 2
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.Sequential(
+            torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(),
+            torch.nn.Linear(64, 10))
+
+    def forward(self, x):
+        return self.layers(x).softmax(-1)
+
+
+def cases():
+    yield "(x + 1) * 2", add_then_double, (torch.randn(16),), 20000
+    mlp = MLP().eval()
+    yield "MLP (3 Linear)", type(mlp).forward, (mlp, torch.randn(4, 32)), 20000
+    resnet = torchvision.models.resnet18().eval()
+    # Few iterations: the timing also runs the graph that many times.
+    yield "ResNet-18", type(resnet).forward, (resnet, torch.randn(1, 3, 32, 32)), 100
+
+
+def main():
+    core = _native.core()
+    print(f"{'function':<16} {'guards':>6} {'interpreter':>12} {'compiled':>10} {'speedup':>8}")
+    for name, fn, args, iterations in cases():
+        dynvm.reset()
+        compiled = dynvm.compile(fn, backend="eager")
+        with torch.no_grad():
+            for _ in range(4):  # past the policy's interpreter checks: the guards compile
+                compiled(*args)
+            best = None
+            for _ in range(5):
+                t = core.time_cached_variant(fn, args, "eager", iterations)
+                if best is None or t["guards_ns"] < best["guards_ns"]:
+                    best = t
+        assert best["guards_compiled"], "the guards did not compile (no LLVM?)"
+        interp = best["interpreted_guards_ns"] / 1000
+        jit = best["guards_ns"] / 1000
+        print(f"{name:<16} {best['guard_count']:>6} {interp:>9.2f} us {jit:>7.2f} us "
+              f"{interp / jit:>7.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+// Lowering a guard set to the glue IR, compiling it, and calling the result.
+#include "dynvm/runtime/guard_glue.h"
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+
+#include "dynvm/codegen/glue_jit.h"
+#include "dynvm/vm/guard_eval.h"
+#include "dynvm/vm/source_resolver.h"
+
+namespace dynvm::runtime {
+
+namespace {
+
+// The program's parameters, filled from a call's FrameInputs.
+enum Param : int64_t {
+  kInputs = 0,  // const vm::FrameInputs*
+  kLocals,      // PyObject* const*
+  kLocalCount,
+  kStack,  // PyObject* const*
+  kStackCount,
+  kParamCount
+};
+
+template <typename T>
+int64_t word(T* pointer) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(pointer));
+}
+template <typename T>
+T* pointer(int64_t w) {
+  return reinterpret_cast<T*>(static_cast<intptr_t>(w));
+}
+
+// Helpers the compiled code calls. They never throw and leave no Python error set.
+
+// A new reference to the source `entry` of a table, read from its resolved `base`, or 0.
+int64_t glue_read_source(int64_t entry, int64_t base, int64_t inputs) noexcept {
+  try {
+    PyObject* value =
+        vm::read_source_entry(*pointer<const vm::SourceTable::Entry>(entry),
+                              pointer<PyObject>(base), *pointer<const vm::FrameInputs>(inputs));
+    if (value == nullptr && PyErr_Occurred()) PyErr_Clear();
+    return word(value);
+  } catch (...) {
+    if (PyErr_Occurred()) PyErr_Clear();
+    return 0;
+  }
+}
+
+// 1 when `guard` holds for its resolved value (0 for the global-state kinds), else 0.
+int64_t glue_check_guard(int64_t guard, int64_t value) noexcept {
+  try {
+    return vm::guard_check(*pointer<const vm::Guard>(guard), pointer<PyObject>(value)) ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+class GuardLowering {
+ public:
+  GuardLowering(const vm::GuardSet& guards, const std::string& name) : guards_(guards) {
+    program_.name = name;
+    program_.param_count = kParamCount;
+    program_.slot_count = static_cast<int>(guards.sources().size());
+    resolved_.assign(guards.sources().size(), -1);
+  }
+
+  codegen::GlueProgram lower() {
+    const std::vector<vm::Guard>& list = guards_.guards();
+    for (size_t i = 0; i < list.size(); ++i) lower_guard(list[i], static_cast<int64_t>(i));
+    return std::move(program_);
+  }
+
+ private:
+  int param(Param which) {
+    if (params_[which] < 0) params_[which] = program_.param(which);
+    return params_[which];
+  }
+
+  int type_of(int object) {
+    return program_.load(object, static_cast<int64_t>(offsetof(PyObject, ob_type)));
+  }
+
+  // The value of source `slot`, read (once) on the way to guard `guard`: when it cannot be
+  // read, that guard fails, as in the interpreter.
+  int resolve(int slot, int64_t guard) {
+    if (resolved_[static_cast<size_t>(slot)] >= 0) return resolved_[static_cast<size_t>(slot)];
+    const vm::SourceTable::Entry& entry = guards_.sources()[slot];
+    int value = -1;
+    if (entry.kind == vm::Source::Kind::Local || entry.kind == vm::Source::Kind::Stack) {
+      bool local = entry.kind == vm::Source::Kind::Local;
+      // Unsigned: a negative index is out of range too.
+      int index = program_.constant(entry.index);
+      program_.check_ult(index, param(local ? kLocalCount : kStackCount), guard);
+      value = program_.load(param(local ? kLocals : kStack),
+                            entry.index * static_cast<int64_t>(sizeof(PyObject*)));
+      program_.check_nonzero(value, guard);  // an unbound local
+    } else {
+      int base = entry.base >= 0 ? resolve(entry.base, guard) : program_.constant(0);
+      int read =
+          program_.add_helper("read_source", 3, reinterpret_cast<const void*>(&glue_read_source));
+      value = program_.call(read, {program_.constant_address(&entry), base, param(kInputs)});
+      program_.store(slot, value);  // a new reference: the caller releases it
+      program_.check_nonzero(value, guard);
+    }
+    resolved_[static_cast<size_t>(slot)] = value;
+    return value;
+  }
+
+  void lower_guard(const vm::Guard& guard, int64_t index) {
+    int value = guard.source >= 0 ? resolve(guard.source, index) : program_.constant(0);
+    switch (guard.kind) {
+      case vm::GuardKind::TypeMatch:
+        program_.check_eq(type_of(value),
+                          program_.constant_address(guard.as<vm::TypeMatchPayload>().type.get()),
+                          index);
+        return;
+      case vm::GuardKind::IdMatch:
+        program_.check_eq(
+            value, program_.constant_address(guard.as<vm::IdMatchPayload>().object.get()), index);
+        return;
+      case vm::GuardKind::LenMatch: {
+        const auto& payload = guard.as<vm::LenMatchPayload>();
+        PyObject* type = payload.type.get();
+        if (type == reinterpret_cast<PyObject*>(&PyList_Type) ||
+            type == reinterpret_cast<PyObject*>(&PyTuple_Type)) {
+          program_.check_eq(type_of(value), program_.constant_address(type), index);
+          int size = program_.load(value, static_cast<int64_t>(offsetof(PyVarObject, ob_size)));
+          program_.check_eq(size, program_.constant(static_cast<int64_t>(payload.length)), index);
+          return;
+        }
+        break;
+      }
+      case vm::GuardKind::TensorMatch:
+        // Most mismatches are another type (None, a number): decided without the call.
+        program_.check_eq(
+            type_of(value),
+            program_.constant_address(guard.as<vm::TensorMatchPayload>().spec.type.get()), index);
+        break;
+      default:
+        break;
+    }
+    int check =
+        program_.add_helper("check_guard", 2, reinterpret_cast<const void*>(&glue_check_guard));
+    program_.check_nonzero(program_.call(check, {program_.constant_address(&guard), value}), index);
+  }
+
+  const vm::GuardSet& guards_;
+  codegen::GlueProgram program_;
+  std::vector<int> resolved_;  // per source slot: its value number once read, else -1
+  int params_[kParamCount] = {-1, -1, -1, -1, -1};
+};
+
+}  // namespace
+
+codegen::GlueProgram GuardGlue::lower(const vm::GuardSet& guards, const std::string& name) {
+  return GuardLowering(guards, name).lower();
+}
+
+Expected<std::unique_ptr<GuardGlue>> GuardGlue::compile(const vm::GuardSet& guards,
+                                                        const std::string& name) {
+  codegen::GlueProgram program = lower(guards, name);
+  Expected<codegen::CompiledGlue> compiled = codegen::compile_glue(program);
+  if (!compiled) return compiled.error();
+  std::unique_ptr<GuardGlue> glue(new GuardGlue(guards));
+  glue->function_ = compiled->function;
+  glue->compile_ms_ = compiled->milliseconds;
+  glue->slot_count_ = program.slot_count;
+  for (const codegen::GlueInstr& instr : program.body) {
+    if (instr.op == codegen::GlueOp::Store) {
+      glue->owned_slots_.push_back(static_cast<int>(instr.immediate));
+    }
+  }
+  return glue;
+}
+
+int64_t GuardGlue::first_failure(const vm::FrameInputs& inputs) const {
+  if (PyErr_Occurred()) {
+    // The interpreter keeps a pending error aside while it checks; so does this path.
+    vm::GuardFailure why;
+    return vm::guards_hold(guards_, inputs, &why) ? -1 : static_cast<int64_t>(why.index);
+  }
+  int64_t params[kParamCount] = {word(&inputs), word(inputs.locals), inputs.local_count,
+                                 word(inputs.stack), inputs.stack_count};
+  constexpr int kInlineSlots = 32;
+  int64_t inline_slots[kInlineSlots];
+  std::unique_ptr<int64_t[]> heap_slots;
+  int64_t* slots = inline_slots;
+  if (slot_count_ > kInlineSlots) {
+    heap_slots.reset(new int64_t[static_cast<size_t>(slot_count_)]);
+    slots = heap_slots.get();
+  }
+  for (int slot : owned_slots_) slots[slot] = 0;
+  int64_t failed = function_(params, slots);
+  for (int slot : owned_slots_) Py_XDECREF(pointer<PyObject>(slots[slot]));
+  return failed == codegen::kGluePassed ? -1 : failed;
+}
+
+const GuardGluePolicy& guard_glue_policy() {
+  static const GuardGluePolicy policy = [] {
+    GuardGluePolicy p;
+    const char* setting = std::getenv("DYNVM_GUARD_GLUE");
+    if (setting == nullptr || *setting == '\0') return p;
+    if (std::strcmp(setting, "off") == 0) {
+      p.enabled = false;
+      return p;
+    }
+    char* end = nullptr;
+    long after = std::strtol(setting, &end, 10);
+    if (end != setting && *end == '\0' && after >= 0) p.after_checks = static_cast<int>(after);
+    return p;
+  }();
+  return policy;
+}
+
+}  // namespace dynvm::runtime
