@@ -288,7 +288,7 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
 }  // namespace
 
 bool time_cached_variant(PyObject* function, PyObject* args, const std::string& backend,
-                         int iterations, VariantTiming* out) {
+                         int iterations, int run_iterations, VariantTiming* out) {
   auto fail = [](const char* why) {
     PyErr_SetString(PyExc_ValueError, why);
     return false;
@@ -330,13 +330,14 @@ bool time_cached_variant(PyObject* function, PyObject* args, const std::string& 
   }
   out->interpreted_guards_ns = static_cast<double>(nanoseconds_since(t0)) / iterations;
   if (held != 2 * iterations) return fail("the guards stopped holding");
+  if (run_iterations <= 0) return true;
   t0 = Clock::now();
-  for (int i = 0; i < iterations; ++i) {
+  for (int i = 0; i < run_iterations; ++i) {
     PyObject* r = variant->run(inputs);
     if (r == nullptr) return false;
     Py_DECREF(r);
   }
-  out->run_ns = static_cast<double>(nanoseconds_since(t0)) / iterations;
+  out->run_ns = static_cast<double>(nanoseconds_since(t0)) / run_iterations;
   return true;
 }
 

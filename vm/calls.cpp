@@ -179,7 +179,8 @@ ValuePtr call_module(TraceContext& ctx, const ValuePtr& module_value, std::vecto
   }
   PyTypeObject* type = Py_TYPE(module);
   std::string type_module = module_name_of(reinterpret_cast<PyObject*>(type));
-  PyObject* forward = _PyType_Lookup(type, PyUnicode_FromString("forward"));  // borrowed
+  static PyObject* forward_name = PyUnicode_InternFromString("forward");  // kept for the process
+  PyObject* forward = forward_name ? _PyType_Lookup(type, forward_name) : nullptr;  // borrowed
   PyErr_Clear();
   bool container =
       PyObject_TypeCheck(module, reinterpret_cast<PyTypeObject*>(known().sequential_type.get())) ||
@@ -189,17 +190,20 @@ ValuePtr call_module(TraceContext& ctx, const ValuePtr& module_value, std::vecto
   if (!container && starts_with(forward_module, "torch.nn.modules")) {
     // A built-in leaf module (Conv2d, BatchNorm2d, MultiheadAttention, ...): one call.
     // Its Python code is not traced, so every plain attribute it may read (stride, eps,
-    // momentum, training, ...) is guarded to stay equal to what it is now.
-    PyObject* key;
-    PyObject* value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(dict, &pos, &key, &value)) {  // borrowed
-      if (!PyUnicode_Check(key)) continue;
-      SourcePtr attr = Source::attr(module_value->source, PyUnicode_AsUTF8(key));
-      if (value == Py_None || PyBool_Check(value)) {
-        (void)ctx.guards.add_id_match(attr, value);
-      } else {
-        (void)ctx.guards.add_constant_match(attr, value);  // an Error for non-constants: skipped
+    // momentum, training, ...) is guarded to stay equal to what it is now: by one guard for
+    // the module, which passes on two compares while its __dict__ is untouched.
+    if (!ctx.guards.add_module_attrs(module_value->source, module)) {
+      PyObject* key;
+      PyObject* value;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(dict, &pos, &key, &value)) {  // borrowed
+        if (!PyUnicode_Check(key)) continue;
+        SourcePtr attr = Source::attr(module_value->source, PyUnicode_AsUTF8(key));
+        if (value == Py_None || PyBool_Check(value)) {
+          (void)ctx.guards.add_id_match(attr, value);
+        } else {
+          (void)ctx.guards.add_constant_match(attr, value);  // an Error for non-constants
+        }
       }
     }
     return ctx.bridge->call_module(module, module_value->source, args, kwargs);

@@ -88,6 +88,10 @@ bool module_has_no_hooks(const NoHooksPayload& payload, PyObject* module, std::s
   return true;
 }
 
+// Whether the module's constant attributes are still the recorded ones; with `which`, says
+// what differs.
+bool module_attrs_match(const ModuleAttrsPayload& payload, PyObject* module, std::string* which);
+
 bool no_global_hooks(const NoGlobalHooksPayload& payload, std::string* which) {
   for (size_t i = 0; i < payload.dicts.size(); ++i) {
     if (PyDict_GET_SIZE(payload.dicts[i].get()) != 0) {
@@ -119,6 +123,8 @@ bool guard_check(const Guard& guard, PyObject* value) {
       return PyDict_Check(value) && dict_version(value) == guard.as<DictVersionPayload>().version;
     case GuardKind::NoHooks:
       return module_has_no_hooks(guard.as<NoHooksPayload>(), value, nullptr);
+    case GuardKind::ModuleAttrs:
+      return module_attrs_match(guard.as<ModuleAttrsPayload>(), value, nullptr);
     case GuardKind::NoGlobalHooks:
       return no_global_hooks(guard.as<NoGlobalHooksPayload>(), nullptr);
     case GuardKind::GradMode:
@@ -140,6 +146,40 @@ std::string value_text(PyObject* value) {
 }
 
 const char* python_bool(bool value) { return value ? "True" : "False"; }
+
+bool module_attrs_match(const ModuleAttrsPayload& payload, PyObject* module, std::string* which) {
+  PyTypeObject* type = Py_TYPE(module);
+  if (reinterpret_cast<PyObject*>(type) != payload.type.get()) {
+    if (which != nullptr) *which = " is " + value_text(module);
+    return false;
+  }
+  if (payload.type_version != 0 && type_version(type) == payload.type_version) {
+    // The same dict, unmodified, under the same type: every attribute is the recorded object.
+    PyObject* dict = instance_dict(module);  // borrowed
+    if (dict != nullptr && dict_version(dict) == payload.dict_version) return true;
+  }
+  for (const ModuleAttr& attr : payload.attrs) {
+    PyRef now = PyRef::steal(PyObject_GetAttr(module, attr.name.get()));  // new
+    if (!now) {
+      if (which != nullptr) {
+        *which = "." + std::string(PyUnicode_AsUTF8(attr.name.get())) +
+                 " could not be read: " + take_error_text();
+      }
+      PyErr_Clear();
+      return false;
+    }
+    bool same = attr.by_identity ? now.get() == attr.value.get()
+                                 : constant_matches(now.get(), attr.value.get());
+    if (!same) {
+      if (which != nullptr) {
+        *which = "." + std::string(PyUnicode_AsUTF8(attr.name.get())) + " is " +
+                 value_text(now.get()) + ", expected " + repr_text(attr.value.get());
+      }
+      return false;
+    }
+  }
+  return true;
+}
 
 // The verbose check: what `value` (borrowed) was, for a guard whose fast check failed.
 // `where` is the source's text.
@@ -184,6 +224,11 @@ std::string explain(const Guard& guard, PyObject* value, const std::string& wher
       std::string which;
       module_has_no_hooks(guard.as<NoHooksPayload>(), value, &which);
       return where + " " + which;
+    }
+    case GuardKind::ModuleAttrs: {
+      std::string which;
+      module_attrs_match(guard.as<ModuleAttrsPayload>(), value, &which);
+      return where + which;
     }
     case GuardKind::NoGlobalHooks: {
       std::string which;

@@ -57,6 +57,22 @@ bool same_payload(GuardKind kind, const GuardPayload& a, const GuardPayload& b) 
     }
     case GuardKind::DictVersion:
       return std::get<DictVersionPayload>(a).version == std::get<DictVersionPayload>(b).version;
+    case GuardKind::ModuleAttrs: {
+      const auto& x = std::get<ModuleAttrsPayload>(a);
+      const auto& y = std::get<ModuleAttrsPayload>(b);
+      if (x.type.get() != y.type.get() || x.attrs.size() != y.attrs.size()) return false;
+      for (size_t i = 0; i < x.attrs.size(); ++i) {
+        const ModuleAttr& u = x.attrs[i];
+        const ModuleAttr& v = y.attrs[i];
+        if (u.by_identity != v.by_identity || PyUnicode_Compare(u.name.get(), v.name.get()) != 0) {
+          return false;
+        }
+        bool same = u.by_identity ? u.value.get() == v.value.get()
+                                  : constant_matches(u.value.get(), v.value.get());
+        if (!same) return false;
+      }
+      return true;
+    }
     case GuardKind::NoHooks:        // "no hooks" on one module says one thing, whenever read
     case GuardKind::NoGlobalHooks:  // likewise for the global hooks
       return true;
@@ -71,7 +87,7 @@ bool same_payload(GuardKind kind, const GuardPayload& a, const GuardPayload& b) 
 }
 
 bool has_source(GuardKind kind) {
-  return static_cast<int>(kind) <= static_cast<int>(GuardKind::NoHooks);
+  return static_cast<int>(kind) <= static_cast<int>(GuardKind::ModuleAttrs);
 }
 
 // "['a', 'b']": reprs of the items of a tuple of constants (borrowed).
@@ -197,6 +213,31 @@ Expected<size_t> GuardSet::add_module_dict_version(const SourcePtr& module_sourc
   PyObject* dict = instance_dict(module);  // borrowed
   if (dict == nullptr) return make_error("a " + type_name(Py_TYPE(module)) + " has no __dict__");
   return add_dict_version(Source::attr(module_source, "__dict__"), dict);
+}
+
+Expected<size_t> GuardSet::add_module_attrs(const SourcePtr& module_source, PyObject* module) {
+  PyObject* dict = instance_dict(module);  // borrowed
+  if (dict == nullptr) return make_error("a " + type_name(Py_TYPE(module)) + " has no __dict__");
+  PyTypeObject* type = Py_TYPE(module);
+  if (!has_generic_getattribute(type)) {
+    return make_error("a " + type_name(type) + " has its own __getattribute__");
+  }
+  ModuleAttrsPayload payload;
+  payload.type = PyRef::borrow(reinterpret_cast<PyObject*>(type));
+  payload.type_version = type_version(type);
+  payload.dict_version = dict_version(dict);
+  std::string detail = ":";
+  PyObject* key = nullptr;  // borrowed
+  PyObject* value = nullptr;
+  for (Py_ssize_t position = 0; PyDict_Next(dict, &position, &key, &value);) {
+    if (!PyUnicode_CheckExact(key)) continue;
+    bool by_identity = value == Py_None || PyBool_Check(value);
+    if (!by_identity && !is_guardable_constant(value)) continue;  // tensors, dicts, modules
+    payload.attrs.push_back(ModuleAttr{PyRef::borrow(key), PyRef::borrow(value), by_identity});
+    detail += (payload.attrs.size() > 1 ? ", " : " ") + std::string(PyUnicode_AsUTF8(key)) + "=" +
+              repr_text(value);
+  }
+  return add(GuardKind::ModuleAttrs, module_source, std::move(payload), detail);
 }
 
 Expected<size_t> GuardSet::add_no_global_hooks() {

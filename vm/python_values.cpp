@@ -96,6 +96,17 @@ ErrorStash::~ErrorStash() {
 #endif
 }
 
+bool has_generic_getattribute(PyTypeObject* type) {
+  static PyObject* name = PyUnicode_InternFromString("__getattribute__");  // kept for the process
+  if (name == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  PyObject* own = _PyType_Lookup(type, name);                    // borrowed
+  PyObject* generic = _PyType_Lookup(&PyBaseObject_Type, name);  // borrowed
+  return own != nullptr && own == generic;
+}
+
 PyObject* instance_dict(PyObject* object) {
   PyObject** slot = _PyObject_GetDictPtr(object);  // into the object; materialises managed dicts
   if (slot == nullptr) {

@@ -66,6 +66,17 @@ inline uint64_t dict_version(PyObject* dict) {
 #endif
 }
 
+// The type's attribute-cache version tag when it is valid, else 0. A valid tag that is still
+// the same means the type and its bases were not modified since (CPython invalidates the tags
+// of a type and its subclasses on every change, and never reuses a tag).
+inline unsigned int type_version(PyTypeObject* type) {
+  return PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) ? type->tp_version_tag : 0u;
+}
+
+// Whether instances of `type` read attributes as object.__getattribute__ does (a __getattr__
+// fallback, as nn.Module has, is allowed). GIL held; never raises.
+bool has_generic_getattribute(PyTypeObject* type);
+
 // Borrowed: the object's own dict (created if it has a dict slot and none yet), or nullptr
 // (no Python error set) when it has none.
 PyObject* instance_dict(PyObject* object);

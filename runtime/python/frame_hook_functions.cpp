@@ -105,18 +105,23 @@ PyObject* report(PyObject*, PyObject*) {
                        "run_seconds", r.run_ns * 1e-9);
 }
 
-// time_cached_variant(function, args, backend, iterations) -> dict of the VariantTiming
+// time_cached_variant(function, args, backend, iterations, run_iterations=iterations) -> dict of
+// the VariantTiming
 PyObject* time_variant(PyObject*, PyObject* call_args) {
   PyObject* function = nullptr;
   PyObject* args = nullptr;
   const char* backend = nullptr;
   int iterations = 0;
-  if (!PyArg_ParseTuple(call_args, "OO!si", &function, &PyTuple_Type, &args, &backend,
-                        &iterations)) {
+  int run_iterations = -1;
+  if (!PyArg_ParseTuple(call_args, "OO!si|i", &function, &PyTuple_Type, &args, &backend,
+                        &iterations, &run_iterations)) {
     return nullptr;
   }
+  if (run_iterations < 0) run_iterations = iterations;
   VariantTiming timing;
-  if (!time_cached_variant(function, args, backend, iterations, &timing)) return nullptr;
+  if (!time_cached_variant(function, args, backend, iterations, run_iterations, &timing)) {
+    return nullptr;
+  }
   return Py_BuildValue("{s:d,s:d,s:d,s:n,s:O}", "guards_ns", timing.guards_ns,
                        "interpreted_guards_ns", timing.interpreted_guards_ns, "run_ns",
                        timing.run_ns, "guard_count", static_cast<Py_ssize_t>(timing.guard_count),

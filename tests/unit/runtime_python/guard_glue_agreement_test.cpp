@@ -83,7 +83,7 @@ pool = [0, 1, 7, -3, 2 ** 70, 1.0, -0.0, 0.0, float('nan'), True, False, None, '
 )";
 
 // Statements that change what the guards read; each runs in a try block.
-const std::array<const char*, 34> kMutations = {
+const std::array<const char*, 38> kMutations = {
     "box1.a = 5",
     "box1.a = torch.ones(2)",
     "del box1.a",
@@ -118,10 +118,19 @@ const std::array<const char*, 34> kMutations = {
     "pool.reverse()",
     "tup = tup + (1,)",
     "net1.training = False",
+    "net2.fc.in_features = 4",
+    "net2.fc.training = net2.fc.training",
+    "Net.limit = property(lambda self: 9)",
+    "torch.nn.Linear.extra = 1",
 };
 
 // Undoes the global state the mutations may change.
 const char* kRestore = R"(
+for name in ('limit',):
+    if name in Net.__dict__:
+        delattr(Net, name)
+if 'extra' in torch.nn.Linear.__dict__:
+    del torch.nn.Linear.extra
 torch.set_grad_enabled(True)
 torch.set_default_dtype(torch.float32)
 for d in (torch.nn.modules.module._global_forward_hooks,):
@@ -270,7 +279,7 @@ class Round {
     if (!value) return false;
     PyObject* v = value.get();
     bool added = false;
-    switch (below(9)) {
+    switch (below(10)) {
       case 0:
         added = static_cast<bool>(guards.add_type_match(source, v));
         break;
@@ -295,6 +304,9 @@ class Round {
         break;
       case 7:
         added = static_cast<bool>(guards.add_no_hooks(source, v));
+        break;
+      case 8:
+        added = static_cast<bool>(guards.add_module_attrs(source, v));
         break;
       default:
         // A tensor guard where one applies, else a type guard: the common case in traces.

@@ -252,6 +252,53 @@ twin = torch.nn.Linear(2, 2)
   CHECK(reason == "L['v'] is a list");
 }
 
+TEST_CASE("MODULE_ATTRS holds while the module's constant attributes keep their values") {
+  PyRef ns = dynvm::test::run(R"(
+import torch
+class Conv(torch.nn.Conv2d):
+    pass
+conv = Conv(3, 4, 3, stride=2)
+twin = Conv(3, 4, 3, stride=2)
+other = Conv(3, 4, 3, stride=1)
+lin = torch.nn.Linear(2, 2)
+)");
+  GuardSet guards;
+  REQUIRE(guards.add_module_attrs(kV, eval(ns, "conv").get()));
+  const std::string& text = guards[0].text;
+  CHECK(text.rfind("MODULE_ATTRS L['v']: training=True, ", 0) == 0);
+  CHECK(text.find("stride=(2, 2)") != std::string::npos);
+  CHECK(text.find("weight") == std::string::npos);  // tensors are guarded elsewhere
+  std::string reason;
+  CHECK(holds_for(guards, ns, "conv"));
+  // Another module with equal attributes holds through the slow path.
+  CHECK(holds_for(guards, ns, "twin"));
+  CHECK_FALSE(holds_for(guards, ns, "other", &reason));
+  CHECK(reason == "L['v'].stride is (1, 1), expected (2, 2)");
+  CHECK_FALSE(holds_for(guards, ns, "lin", &reason));
+  CHECK(reason == "L['v'] is a torch.nn.modules.linear.Linear");
+
+  exec(ns, "conv.stride = (2, 2)");  // an equal new tuple: the dict changed, the value did not
+  CHECK(holds_for(guards, ns, "conv"));
+  exec(ns, "conv.eval()");
+  CHECK_FALSE(holds_for(guards, ns, "conv", &reason));
+  CHECK(reason == "L['v'].training is False, expected True");
+  exec(ns, "conv.train()");
+  CHECK(holds_for(guards, ns, "conv"));
+  // A data descriptor on the class now decides what conv.stride reads: the fast path must
+  // notice the class changed even though conv's __dict__ did not.
+  GuardSet fresh;
+  REQUIRE(fresh.add_module_attrs(kV, eval(ns, "conv").get()));
+  CHECK(holds_for(fresh, ns, "conv"));
+  exec(ns, "Conv.stride = property(lambda self: (5, 5))");
+  CHECK_FALSE(holds_for(fresh, ns, "conv", &reason));
+  CHECK(reason == "L['v'].stride is (5, 5), expected (2, 2)");
+  exec(ns, "del Conv.stride");
+  CHECK(holds_for(fresh, ns, "conv"));
+  exec(ns, "del conv.padding_mode");
+  CHECK_FALSE(holds_for(fresh, ns, "conv", &reason));
+  CHECK(reason.rfind("L['v'].padding_mode could not be read: ", 0) == 0);
+}
+
 TEST_CASE("NO_HOOKS fails while a module or torch has hooks") {
   PyRef ns = dynvm::test::run(R"(
 import torch

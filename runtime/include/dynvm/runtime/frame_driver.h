@@ -38,7 +38,8 @@ bool code_is_skipped(PyObject* code);
 
 // For benchmarks: the cost of the pieces of a cache hit of `function` called with the
 // positional `args` (a tuple), whose variant for `backend` must already be cached and
-// return without a break. Nanoseconds per iteration, averaged over `iterations`; false
+// return without a break. Nanoseconds per iteration, averaged over `iterations` for the
+// guards and `run_iterations` for the graph (0: not timed); false
 // with a Python error set when there is no such variant.
 struct VariantTiming {
   double guards_ns = 0;              // checking the variant's guards as a cache hit does
@@ -48,6 +49,6 @@ struct VariantTiming {
   bool guards_compiled = false;  // guards_ns is the compiled guards' time
 };
 bool time_cached_variant(PyObject* function, PyObject* args, const std::string& backend,
-                         int iterations, VariantTiming* out);
+                         int iterations, int run_iterations, VariantTiming* out);
 
 }  // namespace dynvm::runtime

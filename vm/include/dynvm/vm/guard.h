@@ -58,6 +58,22 @@ struct NoHooksPayload {       // the module src has no hooks
   uint64_t dict_version = 0;  // version of src.__dict__ when `hooks` were read
   std::vector<HookDict> hooks;
 };
+// The plain attributes of a module that are constants (stride, eps, training, ...): each,
+// read as getattr reads it, is still the recorded value (None, True and False by identity,
+// other constants as CONSTANT_MATCH compares them). While type(src) is `type` unmodified (its
+// version tag is `type_version`) and src.__dict__ still has `dict_version`, every attribute is
+// the object it was, so the check is two compares; otherwise each attribute is read again.
+struct ModuleAttr {
+  PyRef name;   // interned str
+  PyRef value;  // a guardable constant
+  bool by_identity = false;
+};
+struct ModuleAttrsPayload {
+  PyRef type;
+  unsigned int type_version = 0;  // 0: the fast path is off
+  uint64_t dict_version = 0;
+  std::vector<ModuleAttr> attrs;
+};
 struct NoGlobalHooksPayload {  // torch.nn.modules.module's global hook dicts are empty
   std::vector<PyRef> dicts;    // torch fills them in place and never rebinds them
   std::vector<std::string> names;
@@ -72,7 +88,7 @@ struct AutocastPayload {
   AutocastState state;
 };
 
-// X(Kind, NAME as printed, payload type). Kinds after NoHooks read global state, no source.
+// X(Kind, NAME as printed, payload type). Kinds after ModuleAttrs read global state, no source.
 #define DYNVM_GUARD_KINDS(X)                                \
   X(TypeMatch, "TYPE_MATCH", TypeMatchPayload)              \
   X(IdMatch, "ID_MATCH", IdMatchPayload)                    \
@@ -82,6 +98,7 @@ struct AutocastPayload {
   X(DictKeys, "DICT_KEYS", DictKeysPayload)                 \
   X(DictVersion, "DICT_VERSION", DictVersionPayload)        \
   X(NoHooks, "NO_HOOKS", NoHooksPayload)                    \
+  X(ModuleAttrs, "MODULE_ATTRS", ModuleAttrsPayload)        \
   X(NoGlobalHooks, "NO_GLOBAL_HOOKS", NoGlobalHooksPayload) \
   X(GradMode, "GRAD_MODE", GradModePayload)                 \
   X(DefaultDtype, "DEFAULT_DTYPE", DefaultDtypePayload)     \
@@ -147,6 +164,11 @@ class GuardSet {
   // The module has no forward/backward hooks, nor has torch any global module hook; an Error
   // when it has some now. Adds NO_GLOBAL_HOOKS once per set.
   Expected<size_t> add_no_hooks(const SourcePtr& module_source, PyObject* module);
+  // Every attribute in the module's __dict__ whose value is None, a bool or a guardable
+  // constant keeps that value (ModuleAttrsPayload): what a module whose code is not traced
+  // (a built-in leaf module) may read. An Error when the module has no __dict__ or a custom
+  // __getattribute__.
+  Expected<size_t> add_module_attrs(const SourcePtr& module_source, PyObject* module);
   // torch's global hook dicts for every module are empty (an Error when they are not now).
   Expected<size_t> add_no_global_hooks();
   // torch.is_grad_enabled() == enabled.
