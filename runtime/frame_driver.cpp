@@ -161,7 +161,7 @@ void set_grad_mode(bool enabled) {
 // Finds the variant whose guards hold, tracing a new one on a miss. nullptr: run eagerly
 // from `start`. Sets an error (and returns nullptr with *failed) under fullgraph.
 Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int start,
-                       const CompileOptions& options, bool* failed) {
+                       const CompileOptions& options, GlueValues* checked, bool* failed) {
   vm::FrameInputs inputs = frame_inputs(f);
   auto& variants = segment.variants;
   if (t_explanation != nullptr) {
@@ -169,7 +169,7 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     segment.gave_up = false;
   }
   for (size_t i = 0; i < variants.size(); ++i) {
-    if (!variants[i]->guards_hold(inputs)) continue;
+    if (!variants[i]->guards_hold(inputs, nullptr, checked)) continue;
     if (i != 0) std::swap(variants[0], variants[i]);  // most recently hit first
     ++counters().cache_hits;
     ++run_report().cache_hits;
@@ -382,7 +382,8 @@ PyObject* drive_frame(PyThreadState* ts, frame::Frame* f, const CompileOptions& 
     }
     Segment& segment = *segment_ptr;
     bool failed = false;
-    Variant* variant = find_or_trace(*cache, segment, f, start, options, &failed);
+    GlueValues checked;  // what the compiled guards read, for the graph's inputs
+    Variant* variant = find_or_trace(*cache, segment, f, start, options, &checked, &failed);
     if (failed) {
       // fullgraph (or a warning turned into an error): raised where the part starts.
       frame::set_current_instruction(
@@ -398,7 +399,8 @@ PyObject* drive_frame(PyThreadState* ts, frame::Frame* f, const CompileOptions& 
     {
       HookPause pause;
       auto t0 = Clock::now();
-      ran = variant->run(frame_inputs(f), &outcome);
+      ran = variant->run(frame_inputs(f), &outcome, &checked);
+      checked.release();
       run_report().run_ns += nanoseconds_since(t0);
     }
     if (!ran) {

@@ -175,7 +175,12 @@ Expected<std::unique_ptr<GuardGlue>> GuardGlue::compile(const vm::GuardSet& guar
   return glue;
 }
 
-int64_t GuardGlue::first_failure(const vm::FrameInputs& inputs) const {
+void GlueValues::release() {
+  for (int64_t word : slots_) Py_XDECREF(pointer<PyObject>(word));
+  slots_.clear();
+}
+
+int64_t GuardGlue::first_failure(const vm::FrameInputs& inputs, GlueValues* keep) const {
   if (PyErr_Occurred()) {
     // The interpreter keeps a pending error aside while it checks; so does this path.
     vm::GuardFailure why;
@@ -187,13 +192,24 @@ int64_t GuardGlue::first_failure(const vm::FrameInputs& inputs) const {
   int64_t inline_slots[kInlineSlots];
   std::unique_ptr<int64_t[]> heap_slots;
   int64_t* slots = inline_slots;
-  if (slot_count_ > kInlineSlots) {
+  if (keep != nullptr) {
+    keep->release();
+    keep->slots_.assign(static_cast<size_t>(slot_count_), 0);
+    slots = keep->slots_.data();
+  } else if (slot_count_ > kInlineSlots) {
     heap_slots.reset(new int64_t[static_cast<size_t>(slot_count_)]);
     slots = heap_slots.get();
   }
-  for (int slot : owned_slots_) slots[slot] = 0;
+  if (keep == nullptr) {
+    for (int slot : owned_slots_) slots[slot] = 0;
+  }
   int64_t failed = function_(params, slots);
-  for (int slot : owned_slots_) Py_XDECREF(pointer<PyObject>(slots[slot]));
+  if (keep != nullptr && failed == codegen::kGluePassed) return -1;
+  for (int slot : owned_slots_) {
+    Py_XDECREF(pointer<PyObject>(slots[slot]));
+    slots[slot] = 0;
+  }
+  if (keep != nullptr) keep->slots_.clear();
   return failed == codegen::kGluePassed ? -1 : failed;
 }
 

@@ -5,6 +5,7 @@
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <optional>
 #include <utility>
 
 #include "dynvm/codegen/compiled_graph.h"
@@ -34,13 +35,11 @@ void Variant::compile_guards() const {
   ++counters().guard_glues;
 }
 
-bool Variant::guards_hold(const vm::FrameInputs& inputs, vm::GuardFailure* why) const {
+bool Variant::guards_hold(const vm::FrameInputs& inputs, vm::GuardFailure* why,
+                          GlueValues* keep) const {
   if (why == nullptr) {
-    if (glue_) return glue_->holds(inputs);
-    if (checks_before_glue_ >= 0 && checks_before_glue_-- == 0) {
-      compile_guards();
-      if (glue_) return glue_->holds(inputs);
-    }
+    if (!glue_ && checks_before_glue_ >= 0 && checks_before_glue_-- == 0) compile_guards();
+    if (glue_) return glue_->first_failure(inputs, keep) < 0;
   }
   return vm::guards_hold(trace_.guards, inputs, why);
 }
@@ -57,6 +56,8 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
   v->executor_ = std::move(executor).value();
   for (const vm::InputBinding& binding : v->trace_.inputs) {
     v->input_slots_.push_back(binding.source ? v->input_sources_.intern(binding.source) : -1);
+    v->guard_slots_.push_back(
+        binding.source ? v->trace_.guards.sources().find(binding.source->to_string()) : -1);
   }
   return v;
 }
@@ -256,14 +257,22 @@ bool replay_side_effects(const std::vector<vm::SideEffect>& effects,
 
 }  // namespace
 
-bool Variant::run_graph(const vm::FrameInputs& inputs, std::vector<at::Tensor>* outputs) const {
+bool Variant::run_graph(const vm::FrameInputs& inputs, const GlueValues* checked,
+                        std::vector<at::Tensor>* outputs) const {
   std::vector<at::Tensor> tensors;
   tensors.reserve(trace_.inputs.size());
   {
-    vm::SourceResolver resolver(input_sources_, inputs);
+    std::optional<vm::SourceResolver> resolver;  // made when the check kept too little
     for (size_t i = 0; i < trace_.inputs.size(); ++i) {
-      PyObject* object = input_slots_[i] >= 0 ? resolver.resolve(input_slots_[i])
-                                              : trace_.inputs[i].captured.get();
+      PyObject* object = checked != nullptr ? checked->value(guard_slots_[i]) : nullptr;
+      if (object == nullptr) {
+        if (input_slots_[i] >= 0) {
+          if (!resolver) resolver.emplace(input_sources_, inputs);
+          object = resolver->resolve(input_slots_[i]);
+        } else {
+          object = trace_.inputs[i].captured.get();
+        }
+      }
       if (object == nullptr || !THPVariable_Check(object)) {
         PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: a graph input is not a tensor");
         return false;
@@ -286,9 +295,9 @@ PyObject* Variant::run(const vm::FrameInputs& inputs) const {
   return outcome.value.release();
 }
 
-bool Variant::run(const vm::FrameInputs& inputs, Outcome* out) const {
+bool Variant::run(const vm::FrameInputs& inputs, Outcome* out, const GlueValues* checked) const {
   std::vector<at::Tensor> outputs;
-  if (!run_graph(inputs, &outputs)) return false;
+  if (!run_graph(inputs, checked, &outputs)) return false;
   Memo memo;
   if (!trace_.resume) {
     out->value = PyRef::steal(rebuild(trace_.output, outputs, inputs, &memo));

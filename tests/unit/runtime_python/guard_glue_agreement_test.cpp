@@ -15,6 +15,7 @@
 #include "dynvm/runtime/guard_glue.h"
 #include "dynvm/vm/guard.h"
 #include "dynvm/vm/guard_eval.h"
+#include "dynvm/vm/source_resolver.h"
 #include "python_fixture.h"
 
 using dynvm::PyRef;
@@ -346,6 +347,7 @@ TEST_CASE("compiled guards agree with the interpreter on random guards, calls an
   }
   int checks = 0;
   int passes = 0;
+  int kept_values = 0;
   std::map<GuardKind, int> failures_by_kind;
   for (uint32_t seed = 1; seed <= 150; ++seed) {
     INFO("seed " << seed);
@@ -364,10 +366,27 @@ TEST_CASE("compiled guards agree with the interpreter on random guards, calls an
       if (step > 0 && round.chance(2)) round.mutate();
       FrameInputs inputs = call.inputs();
       int64_t expected = interpreted(guards, inputs);
-      int64_t compiled = (*glue)->first_failure(inputs);
+      dynvm::runtime::GlueValues kept;
+      int64_t compiled = (*glue)->first_failure(inputs, round.chance(2) ? &kept : nullptr);
       CHECK_FALSE(dynvm::test::python_error_pending());
       INFO("step " << step);
       REQUIRE(compiled == expected);
+      // What a passing check kept is what reading the source gives (the graph's inputs are
+      // taken from there).
+      for (int slot = 0; expected < 0 && slot < static_cast<int>(guards.sources().size()); ++slot) {
+        PyObject* value = kept.value(slot);
+        if (value == nullptr) continue;
+        // Some reads make a new object each time (a tensor's item, a bound method): for
+        // those, only the type can be compared.
+        PyRef again = dynvm::vm::resolve_source(guards.sources()[slot].source, inputs);
+        PyRef third = dynvm::vm::resolve_source(guards.sources()[slot].source, inputs);
+        REQUIRE(again);
+        CHECK(Py_TYPE(again.get()) == Py_TYPE(value));
+        if (again.get() == third.get()) {
+          CHECK(again.get() == value);
+          ++kept_values;
+        }
+      }
       ++checks;
       if (expected < 0) {
         ++passes;
@@ -382,6 +401,7 @@ TEST_CASE("compiled guards agree with the interpreter on random guards, calls an
   CHECK(passes > 100);
   CHECK(checks - passes > 300);
   CHECK(failures_by_kind.size() >= 8);
+  CHECK(kept_values > 100);
 }
 
 TEST_CASE("compiled guards keep an error pending on entry and add none") {

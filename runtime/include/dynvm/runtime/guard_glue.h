@@ -17,6 +17,30 @@
 
 namespace dynvm::runtime {
 
+// What a successful compiled check read: the value of every source a helper read (new
+// references, released when this is destroyed or reused), by the guard set's source slot, so
+// that the graph's inputs need not be read again. GIL held while it holds references.
+class GlueValues {
+ public:
+  GlueValues() = default;
+  ~GlueValues() { release(); }
+  GlueValues(const GlueValues&) = delete;
+  GlueValues& operator=(const GlueValues&) = delete;
+
+  // Borrowed: the value of source slot `slot`, or nullptr when the check did not keep one.
+  PyObject* value(int slot) const {
+    return slot >= 0 && static_cast<size_t>(slot) < slots_.size()
+               ? reinterpret_cast<PyObject*>(
+                     static_cast<intptr_t>(slots_[static_cast<size_t>(slot)]))
+               : nullptr;
+  }
+  void release();
+
+ private:
+  friend class GuardGlue;
+  std::vector<int64_t> slots_;  // 0 or a new reference
+};
+
 class GuardGlue {
  public:
   // The program the guards lower to (no compilation). Inline: reading locals and value-stack
@@ -34,7 +58,9 @@ class GuardGlue {
   // GIL held. The index of the first guard that fails for this call, or -1 when all hold:
   // what vm::guards_hold decides, with the same side effects (attribute reads) in the same
   // order. Never raises; an error pending on entry is kept.
-  int64_t first_failure(const vm::FrameInputs& inputs) const;
+  // With `keep`, when every guard holds, the values the helpers read are handed to `keep`
+  // instead of being released.
+  int64_t first_failure(const vm::FrameInputs& inputs, GlueValues* keep = nullptr) const;
   bool holds(const vm::FrameInputs& inputs) const { return first_failure(inputs) < 0; }
 
   double compile_milliseconds() const { return compile_ms_; }

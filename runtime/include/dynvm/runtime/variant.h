@@ -38,7 +38,10 @@ class Variant {
   // GIL held. Whether the variant's guards hold for this call: through its compiled guards
   // (guard_glue.h) once the variant has been checked often enough (guard_glue_policy), else,
   // and whenever `why` asks for an explanation, through the interpreter (vm::guards_hold).
-  bool guards_hold(const vm::FrameInputs& inputs, vm::GuardFailure* why = nullptr) const;
+  // With `keep` (and compiled guards that hold), the values the check read are kept there
+  // for run(), which then does not read the graph's inputs again.
+  bool guards_hold(const vm::FrameInputs& inputs, vm::GuardFailure* why = nullptr,
+                   GlueValues* keep = nullptr) const;
   // Whether this variant's guards run compiled now.
   bool guards_compiled() const { return glue_ != nullptr; }
   // Runs the graph on this call's inputs and rebuilds the return value: a new
@@ -55,8 +58,8 @@ class Variant {
     std::vector<PyRef> stack;
   };
   // Runs the graph, replays the side effects and rebuilds the outcome; false with a
-  // Python error set when something failed.
-  bool run(const vm::FrameInputs& inputs, Outcome* out) const;
+  // Python error set when something failed. `checked`: what guards_hold kept for this call.
+  bool run(const vm::FrameInputs& inputs, Outcome* out, const GlueValues* checked = nullptr) const;
 
   // The trace stopped at a graph break (with or without a graph before it).
   bool breaks() const { return trace_.graph_break.has_value(); }
@@ -72,7 +75,8 @@ class Variant {
 
  private:
   explicit Variant(vm::Trace trace);
-  bool run_graph(const vm::FrameInputs& inputs, std::vector<at::Tensor>* outputs) const;
+  bool run_graph(const vm::FrameInputs& inputs, const GlueValues* checked,
+                 std::vector<at::Tensor>* outputs) const;
   void compile_guards() const;
   vm::Trace trace_;
   std::unique_ptr<codegen::CompiledGraph> executor_;
@@ -81,6 +85,7 @@ class Variant {
   mutable int checks_before_glue_ = 0;  // interpreter checks left before compiling; -1: never
   vm::SourceTable input_sources_;
   std::vector<int> input_slots_;  // per graph input: its slot in input_sources_, or -1
+  std::vector<int> guard_slots_;  // per graph input: its slot in the guards' sources, or -1
 };
 
 }  // namespace dynvm::runtime
