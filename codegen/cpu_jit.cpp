@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -16,13 +15,12 @@
 #include "dynvm/codegen/kernel_disk_cache.h"
 #include "dynvm/codegen/loop_ir_printer.h"
 #include "dynvm/codegen/loop_ir_verify.h"
+#include "dynvm/support/log_topics.h"
 
 #ifdef DYNVM_HAVE_LLVM
 #include <llvm/Config/llvm-config.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
-#include <llvm/IR/Verifier.h>
-#include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
 #include "host_jit.h"
@@ -39,22 +37,6 @@ namespace {
 
 // Bumped whenever the LLVM lowering changes what a given loop IR compiles to.
 constexpr const char* kEmitterRevision = "cpu-emitter-5";
-
-bool logs_enabled(std::string_view topic) {
-  const char* logs = std::getenv("DYNVM_LOGS");
-  if (!logs) return false;
-  std::string_view all(logs);
-  size_t start = 0;
-  while (start <= all.size()) {
-    size_t comma = all.find(',', start);
-    std::string_view item =
-        all.substr(start, comma == std::string_view::npos ? all.size() - start : comma - start);
-    if (item == topic || item == "all") return true;
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return false;
-}
 
 int64_t g_compilations = 0;  // guarded by the JIT's mutex
 
@@ -110,7 +92,6 @@ Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
 #ifndef DYNVM_HAVE_LLVM
   (void)kernel;
   (void)options;
-  (void)logs_enabled;
   return make_error("the CPU backend is unavailable: dynvm was built without LLVM");
 #else
   auto start = std::chrono::steady_clock::now();
@@ -165,19 +146,13 @@ Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
   std::unique_ptr<llvm::Module> module = lower_loops_to_llvm(kernel, context, symbol, lanes);
   module->setDataLayout(host.target_machine->createDataLayout());
   module->setTargetTriple(host.target_machine->getTargetTriple().str());
-  std::string verify_errors;
-  llvm::raw_string_ostream verify_stream(verify_errors);
-  if (llvm::verifyModule(*module, &verify_stream)) {
-    return make_error("internal error: invalid LLVM IR for kernel " + kernel.name + ": " +
-                      verify_stream.str());
+  if (std::string problem = verify_module(*module); !problem.empty()) {
+    return make_error("internal error: invalid LLVM IR for kernel " + kernel.name + ": " + problem);
   }
   optimize_module(*module, *host.target_machine, 3);
-  if (options.keep_llvm_ir || logs_enabled("kernels")) {
-    std::string ir;
-    llvm::raw_string_ostream ir_stream(ir);
-    module->print(ir_stream, nullptr);
-    ir_stream.flush();
-    if (logs_enabled("kernels")) {
+  if (options.keep_llvm_ir || log_topic_enabled("kernels")) {
+    std::string ir = module_text(*module);
+    if (log_topic_enabled("kernels")) {
       std::cerr << "[dynvm kernels] " << kernel.name << " (" << key << ") loop IR:\n"
                 << text << "[dynvm kernels] " << kernel.name << " LLVM IR (optimized):\n"
                 << ir;

@@ -3,18 +3,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <iostream>
 #include <mutex>
-#include <string_view>
 
 #include "dynvm/codegen/glue_ir_verify.h"
+#include "dynvm/support/log_topics.h"
 
 #ifdef DYNVM_HAVE_LLVM
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
-#include <llvm/IR/Verifier.h>
-#include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
 #include "host_jit.h"
@@ -27,22 +24,6 @@ namespace {
 
 std::atomic<int64_t> g_glue_compilations{0};
 
-bool glue_logs_enabled() {
-  const char* logs = std::getenv("DYNVM_LOGS");
-  if (logs == nullptr) return false;
-  std::string_view all(logs);
-  size_t start = 0;
-  while (start <= all.size()) {
-    size_t comma = all.find(',', start);
-    std::string_view item =
-        all.substr(start, comma == std::string_view::npos ? all.size() - start : comma - start);
-    if (item == "glue" || item == "all") return true;
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return false;
-}
-
 Expected<bool> check_program(const GlueProgram& program) {
   std::vector<std::string> problems = verify_glue_program(program);
   if (problems.empty()) return true;
@@ -50,16 +31,6 @@ Expected<bool> check_program(const GlueProgram& program) {
   for (const std::string& p : problems) message += "\n  " + p;
   return make_error(message);
 }
-
-#ifdef DYNVM_HAVE_LLVM
-std::string module_text(const llvm::Module& module) {
-  std::string ir;
-  llvm::raw_string_ostream stream(ir);
-  module.print(stream, nullptr);
-  stream.flush();
-  return ir;
-}
-#endif
 
 }  // namespace
 
@@ -91,7 +62,6 @@ Expected<CompiledGlue> compile_glue(const GlueProgram& program, bool keep_llvm_i
   if (!valid) return valid.error();
 #ifndef DYNVM_HAVE_LLVM
   (void)keep_llvm_ir;
-  (void)glue_logs_enabled;
   return make_error("the CPU backend is unavailable: dynvm was built without LLVM");
 #else
   auto start = std::chrono::steady_clock::now();
@@ -104,15 +74,12 @@ Expected<CompiledGlue> compile_glue(const GlueProgram& program, bool keep_llvm_i
   std::unique_ptr<llvm::Module> module = lower_glue_to_llvm(program, context, symbol);
   module->setDataLayout(host.target_machine->createDataLayout());
   module->setTargetTriple(host.target_machine->getTargetTriple().str());
-  std::string verify_errors;
-  llvm::raw_string_ostream verify_stream(verify_errors);
-  if (llvm::verifyModule(*module, &verify_stream)) {
-    return make_error("internal error: invalid LLVM IR for glue " + program.name + ": " +
-                      verify_stream.str());
+  if (std::string problem = verify_module(*module); !problem.empty()) {
+    return make_error("internal error: invalid LLVM IR for glue " + program.name + ": " + problem);
   }
   optimize_module(*module, *host.target_machine, 2);
   CompiledGlue result;
-  bool logs = glue_logs_enabled();
+  bool logs = log_topic_enabled("glue");
   if (keep_llvm_ir || logs) {
     std::string ir = module_text(*module);
     if (logs) {

@@ -9,6 +9,7 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
@@ -75,6 +76,22 @@ HostJit* create_host_jit() {
 HostJit& host_jit() {
   static HostJit* host = create_host_jit();
   return *host;
+}
+
+std::string verify_module(const llvm::Module& module) {
+  std::string problems;
+  llvm::raw_string_ostream stream(problems);
+  if (!llvm::verifyModule(module, &stream)) return "";
+  stream.flush();
+  return problems.empty() ? "invalid module" : problems;
+}
+
+std::string module_text(const llvm::Module& module) {
+  std::string ir;
+  llvm::raw_string_ostream stream(ir);
+  module.print(stream, nullptr);
+  stream.flush();
+  return ir;
 }
 
 void optimize_module(llvm::Module& module, llvm::TargetMachine& target_machine, int level) {

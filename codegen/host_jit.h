@@ -42,6 +42,12 @@ HostJit& host_jit();
 
 std::string llvm_error(llvm::Error error);
 
+// "" when `module` is valid LLVM IR, else what the verifier says.
+std::string verify_module(const llvm::Module& module);
+
+// The module as LLVM IR text.
+std::string module_text(const llvm::Module& module);
+
 // Runs LLVM's default module pipeline at -O`level` (1 to 3) for the host's target machine.
 void optimize_module(llvm::Module& module, llvm::TargetMachine& target_machine, int level);
 

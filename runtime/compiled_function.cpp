@@ -1,6 +1,8 @@
 // CompiledFunction: guard checks, tracing on a miss, recompiles, breaks and logging.
 #include "dynvm/runtime/compiled_function.h"
 
+#include "dynvm/support/log_topics.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,21 +24,7 @@ PyObject* g_graph_break_error = nullptr;  // owned; set once by the module
 
 }  // namespace
 
-bool log_enabled(const char* what) {
-  const char* logs = std::getenv("DYNVM_LOGS");
-  if (logs == nullptr) return false;
-  std::string all(logs);
-  size_t start = 0;
-  while (start <= all.size()) {
-    size_t comma = all.find(',', start);
-    std::string item =
-        all.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (item == what || item == "all") return true;
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return false;
-}
+bool log_enabled(const char* what) { return log_topic_enabled(what); }
 
 Counters& counters() {
   static Counters c;

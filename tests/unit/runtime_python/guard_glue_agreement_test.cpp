@@ -138,34 +138,6 @@ for d in (torch.nn.modules.module._global_forward_hooks,):
     d.clear()
 )";
 
-// One call: locals and value stack drawn from the pool (a local may be unbound), the world's
-// globals, the closure of `inner`.
-struct RandomCall {
-  std::vector<PyRef> locals;
-  std::vector<PyObject*> raw_locals;
-  std::vector<PyRef> stack;
-  std::vector<PyObject*> raw_stack;
-  PyRef closure;
-  PyRef globals;
-  PyRef builtins;
-
-  FrameInputs inputs() {
-    raw_locals.clear();
-    for (const PyRef& local : locals) raw_locals.push_back(local.get());
-    raw_stack.clear();
-    for (const PyRef& entry : stack) raw_stack.push_back(entry.get());
-    FrameInputs in;
-    in.locals = raw_locals.data();
-    in.local_count = static_cast<int>(raw_locals.size());
-    in.stack = raw_stack.data();
-    in.stack_count = static_cast<int>(raw_stack.size());
-    in.closure = closure.get();
-    in.globals = globals.get();
-    in.builtins = builtins.get();
-    return in;
-  }
-};
-
 class Round {
  public:
   explicit Round(uint32_t seed) : random_(seed) {
@@ -178,8 +150,8 @@ class Round {
     return PyRef::borrow(PyList_GET_ITEM(pool_.get(), below(static_cast<int>(size))));
   }
 
-  RandomCall call(int local_count, int stack_count) {
-    RandomCall c;
+  dynvm::test::Call call(int local_count, int stack_count) {
+    dynvm::test::Call c;
     for (int i = 0; i < local_count; ++i) c.locals.push_back(chance(12) ? PyRef() : pick());
     for (int i = 0; i < stack_count; ++i) c.stack.push_back(pick());
     c.closure = dynvm::test::eval(ns_, "inner.__closure__");
@@ -189,8 +161,8 @@ class Round {
   }
 
   // A call like `base` with some locals and stack entries replaced or unbound.
-  RandomCall vary(const RandomCall& base) {
-    RandomCall c = base;
+  dynvm::test::Call vary(const dynvm::test::Call& base) {
+    dynvm::test::Call c = base;
     for (PyRef& local : c.locals) {
       if (chance(4)) local = chance(6) ? PyRef() : pick();
     }
@@ -258,7 +230,7 @@ class Round {
 
   // Adds a random guard on `source`'s value in `call` (or a global-state guard); false when
   // the value could not be read or the chosen kind does not apply to it.
-  bool add_guard(GuardSet& guards, RandomCall& call) {
+  bool add_guard(GuardSet& guards, dynvm::test::Call& call) {
     if (chance(8)) {
       switch (below(4)) {
         case 0:
@@ -352,7 +324,7 @@ TEST_CASE("compiled guards agree with the interpreter on random guards, calls an
   for (uint32_t seed = 1; seed <= 150; ++seed) {
     INFO("seed " << seed);
     Round round(seed);
-    RandomCall traced = round.call(4, 3);
+    dynvm::test::Call traced = round.call(4, 3);
     GuardSet guards;
     int wanted = 1 + round.below(14);
     for (int attempt = 0; attempt < 60 && static_cast<int>(guards.size()) < wanted; ++attempt) {
@@ -362,7 +334,7 @@ TEST_CASE("compiled guards agree with the interpreter on random guards, calls an
     REQUIRE(glue);
     INFO("guards:\n" << guards.to_string());
     for (int step = 0; step < 12; ++step) {
-      RandomCall call = step == 0 ? traced : round.vary(traced);
+      dynvm::test::Call call = step == 0 ? traced : round.vary(traced);
       if (step > 0 && round.chance(2)) round.mutate();
       FrameInputs inputs = call.inputs();
       int64_t expected = interpreted(guards, inputs);

@@ -96,6 +96,10 @@ vm::FrameInputs Call::inputs() {
   vm::FrameInputs in;
   in.locals = raw_locals.data();
   in.local_count = static_cast<int>(raw_locals.size());
+  raw_stack.clear();
+  for (const PyRef& entry : stack) raw_stack.push_back(entry.get());
+  in.stack = raw_stack.data();
+  in.stack_count = static_cast<int>(raw_stack.size());
   in.closure = closure.get();
   in.globals = globals.get();
   in.builtins = builtins.get();

@@ -27,11 +27,13 @@ PyRef eval(const PyRef& ns, const std::string& expr);
 // namespace[name] (a new reference); fails the current test when it is missing.
 PyRef get(const PyRef& ns, const std::string& name);
 
-// One call's inputs: locals (owned here), the closure of a function and the globals of a
-// namespace.
+// One call's inputs: locals and value-stack entries (owned here; a null local is unbound),
+// the closure of a function and the globals of a namespace.
 struct Call {
   std::vector<PyRef> locals;
   std::vector<PyObject*> raw_locals;  // borrowed from `locals`
+  std::vector<PyRef> stack;
+  std::vector<PyObject*> raw_stack;  // borrowed from `stack`
   PyRef closure;
   PyRef globals;
   PyRef builtins;
