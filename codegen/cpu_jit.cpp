@@ -133,7 +133,7 @@ Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
     if (std::optional<std::string> bytes = load_cached_object(dir, key)) {
       Expected<LoadedSymbol> loaded = load_object(host, *bytes, symbol);
       if (loaded) {
-        auto function = reinterpret_cast<CpuKernelFunction>(loaded->address);
+        auto function = reinterpret_cast<CpuKernelFunction>(const_cast<void*>(loaded->address));
         result.from_disk = true;
         host.loaded[key] = function;
         return finish(function);
@@ -166,7 +166,7 @@ Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
   if (options.use_disk_cache) store_cached_object(dir, key, *object);
   Expected<LoadedSymbol> loaded = load_object(host, *object, symbol);
   if (!loaded) return loaded.error();
-  auto function = reinterpret_cast<CpuKernelFunction>(loaded->address);
+  auto function = reinterpret_cast<CpuKernelFunction>(const_cast<void*>(loaded->address));
   host.loaded[key] = function;
   return finish(function);
 #endif
