@@ -36,7 +36,8 @@ def cases():
 
 def main():
     core = _native.core()
-    print(f"{'function':<16} {'guards':>6} {'interpreter':>12} {'compiled':>10} {'speedup':>8}")
+    print(f"{'function':<16} {'guards':>6} {'interpreter':>12} {'compiled':>10} {'speedup':>8} "
+          f"{'compile':>9}")
     for name, fn, args in cases():
         dynvm.reset()
         compiled = dynvm.compile(fn, backend="eager")
@@ -52,7 +53,7 @@ def main():
         interp = best["interpreted_guards_ns"] / 1000
         jit = best["guards_ns"] / 1000
         print(f"{name:<16} {best['guard_count']:>6} {interp:>9.2f} us {jit:>7.2f} us "
-              f"{interp / jit:>7.2f}x")
+              f"{interp / jit:>7.2f}x {best['guards_compile_ms']:>6.1f} ms")
 
 
 if __name__ == "__main__":

@@ -54,6 +54,14 @@ HostJit* create_host_jit() {
     return host;
   }
   host->target_machine = std::move(*target_machine);
+  llvm::orc::JITTargetMachineBuilder quick = builder;
+  quick.setCodeGenOptLevel(llvm::CodeGenOpt::None);
+  auto quick_machine = quick.createTargetMachine();
+  if (!quick_machine) {
+    host->error = llvm_error(quick_machine.takeError());
+    return host;
+  }
+  host->quick_target_machine = std::move(*quick_machine);
   auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(builder).create();
   if (!jit) {
     host->error = llvm_error(jit.takeError());

@@ -28,6 +28,9 @@ namespace dynvm::codegen {
 struct HostJit {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> target_machine;
+  // The same CPU with the quickest code generation (fast instruction selection and register
+  // allocation), for host glue: long straight-line functions that run once per call.
+  std::unique_ptr<llvm::TargetMachine> quick_target_machine;
   std::string cpu;
   std::string features;  // sorted, "+avx2,+avx512f,-sse4a,…"
   int lanes = 1;

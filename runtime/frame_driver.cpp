@@ -324,6 +324,7 @@ bool time_cached_variant(PyObject* function, PyObject* args, const std::string& 
   if (held != iterations) return fail("the guards stopped holding");
   out->guard_count = variant->trace().guards.size();
   out->guards_compiled = variant->guards_compiled();
+  out->guards_compile_ms = variant->guards_compile_milliseconds();
   t0 = Clock::now();
   for (int i = 0; i < iterations; ++i) {
     held += vm::guards_hold(variant->trace().guards, inputs) ? 1 : 0;

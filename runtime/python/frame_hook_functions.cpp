@@ -122,10 +122,11 @@ PyObject* time_variant(PyObject*, PyObject* call_args) {
   if (!time_cached_variant(function, args, backend, iterations, run_iterations, &timing)) {
     return nullptr;
   }
-  return Py_BuildValue("{s:d,s:d,s:d,s:n,s:O}", "guards_ns", timing.guards_ns,
+  return Py_BuildValue("{s:d,s:d,s:d,s:n,s:O,s:d}", "guards_ns", timing.guards_ns,
                        "interpreted_guards_ns", timing.interpreted_guards_ns, "run_ns",
                        timing.run_ns, "guard_count", static_cast<Py_ssize_t>(timing.guard_count),
-                       "guards_compiled", timing.guards_compiled ? Py_True : Py_False);
+                       "guards_compiled", timing.guards_compiled ? Py_True : Py_False,
+                       "guards_compile_ms", timing.guards_compile_ms);
 }
 
 // set_graphs_dir(path): write every compiled graph there as Graphviz (and SVG).

@@ -11,20 +11,21 @@ namespace dynvm::codegen {
 struct CompiledGlue {
   GlueFunction function = nullptr;
   double milliseconds = 0;  // wall time of the compilation
-  std::string llvm_ir;      // the optimized IR, when asked for
+  std::string llvm_ir;      // the IR, when asked for
 };
 
 // False when dynvm was built without LLVM or the JIT could not start; compile_glue then
 // returns an Error.
 bool glue_jit_available();
 
-// Verifies, lowers (lower_glue_to_llvm), optimizes at -O2 and loads the program. Glue embeds
+// Verifies, lowers (lower_glue_to_llvm), generates code with LLVM's quickest settings (no IR
+// pipeline, fast instruction selection and register allocation) and loads the program. Glue embeds
 // process addresses, so it is never cached on disk; the code stays loaded for the life of the
-// process. With DYNVM_LOGS containing `glue`, prints the glue IR and the optimized LLVM IR to
+// process. With DYNVM_LOGS containing `glue`, prints the glue IR and its LLVM IR to
 // stderr. An invalid program is an internal Error listing the verifier's messages.
 Expected<CompiledGlue> compile_glue(const GlueProgram& program, bool keep_llvm_ir = false);
 
-// The LLVM IR of `program` before optimization, with helpers as external functions named
+// The LLVM IR of `program` (what is compiled), with helpers as external functions named
 // after them (golden tests; independent of the process and host).
 Expected<std::string> glue_llvm_ir(const GlueProgram& program);
 

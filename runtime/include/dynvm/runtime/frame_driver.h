@@ -47,6 +47,7 @@ struct VariantTiming {
   double run_ns = 0;                 // running its graph and rebuilding the result
   size_t guard_count = 0;
   bool guards_compiled = false;  // guards_ns is the compiled guards' time
+  double guards_compile_ms = 0;  // what compiling them took
 };
 bool time_cached_variant(PyObject* function, PyObject* args, const std::string& backend,
                          int iterations, int run_iterations, VariantTiming* out);

@@ -44,6 +44,8 @@ class Variant {
                    GlueValues* keep = nullptr) const;
   // Whether this variant's guards run compiled now.
   bool guards_compiled() const { return glue_ != nullptr; }
+  // How long compiling them took (0 while they are not compiled).
+  double guards_compile_milliseconds() const { return glue_ ? glue_->compile_milliseconds() : 0; }
   // Runs the graph on this call's inputs and rebuilds the return value: a new
   // reference, or nullptr with a Python error set.
   PyObject* run(const vm::FrameInputs& inputs) const;
