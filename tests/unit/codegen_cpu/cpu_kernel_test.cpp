@@ -2,6 +2,7 @@
 #include "dynvm/codegen/cpu_kernel.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <string>
 
@@ -80,6 +81,33 @@ graph(%x: f32[6, 10, 33] cpu):
   return (%0)
 )");
   CHECK(to_text(kernel->loop_kernel()).find("parallel for %i0 in 0..1980 {") != std::string::npos);
+}
+
+// The parallel loop split across two intra-op threads (each chunk with its own row scratch):
+// the same values as ATen, for a pointwise kernel and for row reductions.
+TEST_CASE("cpu kernel: chunks of the parallel loop on two threads", "[codegen_cpu]") {
+  int before = at::get_num_threads();
+  at::set_num_threads(2);
+  check_against_aten(R"(
+graph(%x: f32[300000] cpu):
+  %0: f32[300000] cpu = aten::mul.Tensor(%x, 0.5)
+  %1: f32[300000] cpu = aten::tanh(%0)
+  return (%1)
+)");
+  auto kernel = check_against_aten(R"(
+graph(%x: f32[512, 1024] cpu, %r: f32[512, 1024] cpu):
+  %0: f32[512, 1024] cpu = aten::add.Tensor(%x, %r)
+  %1: f32[512, 1] cpu = aten::mean.dim(%0, [-1], True)
+  %2: f32[512, 1024] cpu = aten::sub.Tensor(%0, %1)
+  %3: f32[512, 1024] cpu = aten::mul.Tensor(%2, %2)
+  %4: f32[512, 1] cpu = aten::mean.dim(%3, [-1], True)
+  %5: f32[512, 1] cpu = aten::add.Scalar(%4, 1e-05)
+  %6: f32[512, 1] cpu = aten::rsqrt(%5)
+  %7: f32[512, 1024] cpu = aten::mul.Tensor(%2, %6)
+  return (%7)
+)");
+  at::set_num_threads(before);
+  CHECK(to_text(kernel->loop_kernel()).find("parallel for %i0 in 0..512") != std::string::npos);
 }
 
 TEST_CASE("cpu kernel: float64", "[codegen_cpu]") {
