@@ -1,5 +1,6 @@
 // The eager backend: a per-node plan of resolved operators and prebuilt arguments, built once
-// from the graph and replayed through ATen's boxed dispatcher on every call.
+// from the graph and replayed through ATen's boxed dispatcher on every call; fused groups
+// write their planned outputs into an arena kept across runs.
 #include "dynvm/codegen/aten_executor.h"
 
 #include <ATen/ScalarOps.h>
@@ -7,9 +8,14 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/Storage.h>
+#include <c10/core/TensorImpl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <optional>
@@ -18,6 +24,7 @@
 
 #include "aten_dtype.h"
 #include "dynvm/graph/graph_printer.h"
+#include "dynvm/graph/memory_planning.h"
 #include "dynvm/graph/value_names.h"
 
 namespace dynvm::codegen {
@@ -71,6 +78,19 @@ struct Step {
   // Slots whose last use is this step.
   uint32_t releases_begin = 0;
   uint32_t releases_end = 0;
+  // A fused group writing into planned memory: its outputs' placements start here.
+  int32_t placements_begin = -1;
+  // An operator whose results are fresh by the plan's rules: none may share the arena.
+  bool fresh_results = false;
+};
+
+// Where a fused-group output goes when its group runs into given tensors: a view of the
+// arena at `offset` bytes, or (offset < 0) a fresh tensor.
+struct Placement {
+  int64_t offset = -1;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
 };
 
 // Restores the grad mode found on construction, also when an operator throws.
@@ -173,6 +193,10 @@ c10::OperatorName operator_name(const std::string& op) {
 
 struct AtenExecutor::Plan {
   std::vector<AtenExecutor::GroupRunner> groups;
+  std::vector<AtenExecutor::GroupIntoRunner> groups_into;
+  std::vector<Placement> placements;
+  int64_t arena_bytes = 0;
+  size_t planned_outputs = 0;
   std::vector<Step> steps;
   std::vector<ArgumentSource> arguments;
   std::vector<ListItem> list_items;
@@ -192,11 +216,15 @@ class PlanBuilder {
   explicit PlanBuilder(const graph::Graph& graph) : graph_(graph), names_(graph) {}
 
   Expected<std::unique_ptr<AtenExecutor::Plan>> build(
-      std::vector<AtenExecutor::GroupRunner> groups = {}) {
+      std::vector<AtenExecutor::GroupRunner> groups = {},
+      std::vector<AtenExecutor::GroupIntoRunner> groups_into = {},
+      const graph::MemoryPlan* memory = nullptr) {
     plan_ = std::make_unique<AtenExecutor::Plan>();
     plan_->groups = std::move(groups);
+    plan_->groups_into = std::move(groups_into);
     slot_of_.assign(graph_.num_values(), -1);
     last_use_.assign(graph_.num_values(), kUnused);
+    if (memory != nullptr) index_memory_plan(*memory);
 
     for (graph::Value* input : graph_.inputs()) {
       if (input->kind() != ValueKind::Tensor) {
@@ -290,7 +318,82 @@ class PlanBuilder {
       slot_of_[out->id()] = slot;
       plan_->output_slots.push_back(slot);
     }
+    place_group_outputs(step);
     return true;
+  }
+
+  // --- planned memory
+  void index_memory_plan(const graph::MemoryPlan& memory) {
+    memory_ = &memory;
+    assignment_of_.assign(graph_.num_values(), nullptr);
+    for (const graph::BufferAssignment& b : memory.buffers) {
+      if (b.value_id < assignment_of_.size()) assignment_of_[b.value_id] = &b;
+    }
+    for (const graph::Value* out : graph_.outputs()) assignment_of_[out->id()] = nullptr;
+    slot_offset_.assign(memory.slots.size(), -1);
+  }
+
+  // Bytes the elements of `meta` span (0 when it has none), or -1 for negative strides.
+  static int64_t extent_bytes(const graph::TensorMeta& meta) {
+    int64_t extent = 1;
+    for (size_t d = 0; d < meta.dim(); ++d) {
+      if (meta.sizes[d] == 0) return 0;
+      if (meta.strides[d] < 0) return -1;
+      extent += (meta.sizes[d] - 1) * meta.strides[d];
+    }
+    return extent * graph::dtype_itemsize(meta.dtype);
+  }
+
+  // The arena offset of `out`'s planned buffer, or -1 when it is allocated per run.
+  int64_t planned_offset(const graph::Value& out) {
+    const graph::BufferAssignment* assigned = assignment_of_[out.id()];
+    const graph::TensorMeta* meta = out.meta();
+    if (assigned == nullptr || meta == nullptr || meta->device.type != graph::DeviceType::Cpu ||
+        assigned->slot >= memory_->slots.size()) {
+      return -1;
+    }
+    const graph::BufferSlot& slot = memory_->slots[assigned->slot];
+    int64_t bytes = extent_bytes(*meta);
+    if (bytes <= 0 || bytes > assigned->bytes || assigned->bytes > slot.bytes ||
+        slot.device.type != graph::DeviceType::Cpu) {
+      return -1;
+    }
+    int64_t& offset = slot_offset_[assigned->slot];
+    if (offset < 0) {
+      // Slots are laid out in order of first use, each 64-byte aligned.
+      offset = (plan_->arena_bytes + 63) / 64 * 64;
+      plan_->arena_bytes = offset + slot.bytes;
+    }
+    return offset;
+  }
+
+  void place_group_outputs(Step& step) {
+    size_t group = static_cast<size_t>(step.group);
+    if (memory_ == nullptr || group >= plan_->groups_into.size() || !plan_->groups_into[group]) {
+      return;
+    }
+    size_t begin = plan_->placements.size();
+    size_t placed = 0;
+    for (const graph::Value* out : node_->outputs()) {
+      Placement placement;
+      const graph::TensorMeta* meta = out->meta();
+      if (meta == nullptr) {  // not a tensor the executor can allocate: no into call
+        plan_->placements.resize(begin);
+        return;
+      }
+      placement.offset = planned_offset(*out);
+      placement.dtype = to_scalar_type(meta->dtype);
+      placement.sizes = meta->sizes;
+      placement.strides = meta->strides;
+      if (placement.offset >= 0) ++placed;
+      plan_->placements.push_back(std::move(placement));
+    }
+    if (placed == 0) {
+      plan_->placements.resize(begin);
+      return;
+    }
+    step.placements_begin = static_cast<int32_t>(begin);
+    plan_->planned_outputs += placed;
   }
 
   bool add_operator_call(Step& step, int32_t index) {
@@ -336,6 +439,8 @@ class PlanBuilder {
     for (const graph::Value* used : node_->input_values()) last_use_[used->id()] = index;
     if (!plan_outputs(step, schema)) return false;
     step.op = std::move(op);
+    step.fresh_results = memory_ != nullptr &&
+                         graph::default_output_storage(*node_) == graph::OutputStorage::Planned;
     plan_->max_stack = std::max({plan_->max_stack, params.size(), schema.returns().size()});
     return true;
   }
@@ -666,11 +771,105 @@ class PlanBuilder {
   int32_t next_slot_ = 0;
   const graph::Node* node_ = nullptr;  // the node being planned, for error messages
   std::optional<Error> error_;
+  // Planned memory, when applied: each value's assignment (none for graph outputs) and
+  // each plan slot's offset in the arena (-1 until a placed output uses it).
+  const graph::MemoryPlan* memory_ = nullptr;
+  std::vector<const graph::BufferAssignment*> assignment_of_;
+  std::vector<int64_t> slot_offset_;
 };
 
 }  // namespace
 
-AtenExecutor::AtenExecutor(std::unique_ptr<const Plan> plan) : plan_(std::move(plan)) {}
+// The arena of planned memory kept between runs. `busy` says a run holds `cached`; only
+// that run touches it.
+struct AtenExecutor::ArenaCache {
+  std::atomic<bool> busy{false};
+  c10::Storage cached;
+  std::atomic<size_t> allocations{0};
+};
+
+namespace {
+
+c10::Storage allocate_arena(AtenExecutor::ArenaCache& cache, int64_t bytes) {
+  // Not resizable: an operator resizing a view of it fails instead of moving the arena.
+  c10::Storage arena(c10::Storage::use_byte_size_t(), bytes, c10::GetDefaultCPUAllocator(),
+                     /*resizable=*/false);
+  cache.allocations.fetch_add(1, std::memory_order_relaxed);
+  return arena;
+}
+
+// One run's arena: the cached one when no other run holds it, else a fresh one. Released
+// on destruction, also when the run throws. It must outlive every view made of it in the
+// run; a view that survives (the caller was handed one) keeps the arena for its holder
+// and the next run allocates another, so nothing a caller holds is ever overwritten.
+class ArenaLease {
+ public:
+  ArenaLease(AtenExecutor::ArenaCache& cache, int64_t bytes) : cache_(cache) {
+    bool expected = false;
+    if (cache.busy.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+      holds_cache_ = true;
+      if (!cache.cached) {
+        try {
+          cache.cached = allocate_arena(cache, bytes);
+        } catch (...) {
+          cache.busy.store(false, std::memory_order_release);
+          throw;
+        }
+      }
+    } else {
+      own_ = allocate_arena(cache, bytes);
+    }
+  }
+  ~ArenaLease() {
+    if (!holds_cache_) return;
+    if (cache_.cached.use_count() != 1) cache_.cached = c10::Storage();
+    cache_.busy.store(false, std::memory_order_release);
+  }
+  ArenaLease(const ArenaLease&) = delete;
+  ArenaLease& operator=(const ArenaLease&) = delete;
+
+  const c10::Storage& storage() const { return holds_cache_ ? cache_.cached : own_; }
+
+ private:
+  AtenExecutor::ArenaCache& cache_;
+  bool holds_cache_ = false;
+  c10::Storage own_;
+};
+
+// A tensor over `arena` laid out as `placement` says.
+at::Tensor arena_view(const c10::Storage& arena, const Placement& placement) {
+  caffe2::TypeMeta type = c10::scalarTypeToTypeMeta(placement.dtype);
+  at::Tensor view = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(arena), c10::DispatchKeySet(c10::DispatchKey::CPU), type);
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(
+      c10::IntArrayRef(placement.sizes), c10::IntArrayRef(placement.strides),
+      placement.offset / static_cast<int64_t>(type.itemsize()));
+  return view;
+}
+
+bool shares_storage(const c10::IValue& value, const c10::Storage& arena) {
+  return value.isTensor() && value.toTensor().defined() && value.toTensor().has_storage() &&
+         value.toTensor().storage().is_alias_of(arena);
+}
+
+// A result the plan took for fresh that is a view of the arena after all (an operator
+// returning its input in some cases): copied, so that the arena's slots stay the plan's.
+void unshare(c10::IValue& value, const c10::Storage& arena) {
+  if (shares_storage(value, arena)) {
+    value = value.toTensor().clone();
+  } else if (value.isTensorList()) {
+    c10::List<at::Tensor> list = value.toTensorList();
+    for (size_t i = 0; i < list.size(); ++i) {
+      c10::IValue item(list.get(i));
+      if (shares_storage(item, arena)) list.set(i, item.toTensor().clone());
+    }
+  }
+}
+
+}  // namespace
+
+AtenExecutor::AtenExecutor(std::unique_ptr<const Plan> plan)
+    : plan_(std::move(plan)), arenas_(std::make_unique<ArenaCache>()) {}
 
 AtenExecutor::~AtenExecutor() = default;
 
@@ -680,8 +879,21 @@ Expected<std::unique_ptr<AtenExecutor>> AtenExecutor::build(const graph::Graph& 
 
 Expected<std::unique_ptr<AtenExecutor>> AtenExecutor::build(const graph::Graph& graph,
                                                             std::vector<GroupRunner> groups) {
+  return build_planned(graph, std::move(groups), {}, nullptr);
+}
+
+Expected<std::unique_ptr<AtenExecutor>> AtenExecutor::build(
+    const graph::Graph& graph, std::vector<GroupRunner> groups,
+    std::vector<GroupIntoRunner> groups_into, const graph::MemoryPlan& memory) {
+  return build_planned(graph, std::move(groups), std::move(groups_into), &memory);
+}
+
+Expected<std::unique_ptr<AtenExecutor>> AtenExecutor::build_planned(
+    const graph::Graph& graph, std::vector<GroupRunner> groups,
+    std::vector<GroupIntoRunner> groups_into, const graph::MemoryPlan* memory) {
   try {
-    Expected<std::unique_ptr<Plan>> plan = PlanBuilder(graph).build(std::move(groups));
+    Expected<std::unique_ptr<Plan>> plan =
+        PlanBuilder(graph).build(std::move(groups), std::move(groups_into), memory);
     if (!plan) return plan.error();
     return std::unique_ptr<AtenExecutor>(new AtenExecutor(std::move(plan).value()));
   } catch (const c10::Error& error) {
@@ -696,11 +908,19 @@ Expected<std::unique_ptr<AtenExecutor>> AtenExecutor::build(const graph::Graph& 
 size_t AtenExecutor::num_inputs() const { return plan_->input_slots.size(); }
 size_t AtenExecutor::num_outputs() const { return plan_->graph_output_slots.size(); }
 size_t AtenExecutor::num_steps() const { return plan_->steps.size(); }
+int64_t AtenExecutor::arena_bytes() const { return plan_->arena_bytes; }
+size_t AtenExecutor::planned_outputs() const { return plan_->planned_outputs; }
+size_t AtenExecutor::arena_allocations() const {
+  return arenas_->allocations.load(std::memory_order_relaxed);
+}
 
 std::vector<at::Tensor> AtenExecutor::run(const std::vector<at::Tensor>& inputs) const {
   const Plan& plan = *plan_;
   TORCH_CHECK(inputs.size() == plan.input_slots.size(), "the graph takes ", plan.input_slots.size(),
               " input(s), got ", inputs.size());
+  // Declared before anything holding tensors of this run, so it is released after them.
+  std::optional<ArenaLease> arena;
+  if (plan.arena_bytes > 0) arena.emplace(*arenas_, plan.arena_bytes);
   std::vector<c10::IValue> slots(plan.num_slots);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (plan.input_slots[i] >= 0) slots[static_cast<size_t>(plan.input_slots[i])] = inputs[i];
@@ -717,9 +937,21 @@ std::vector<at::Tensor> AtenExecutor::run(const std::vector<at::Tensor>& inputs)
       for (uint32_t a = step.args_begin; a < step.args_end; ++a) {
         group_inputs.push_back(slots[static_cast<size_t>(plan.arguments[a].slot)].toTensor());
       }
-      std::vector<at::Tensor> group_outputs =
-          plan.groups[static_cast<size_t>(step.group)](group_inputs);
       uint32_t num_outputs = step.outputs_end - step.outputs_begin;
+      std::vector<at::Tensor> group_outputs;
+      if (step.placements_begin >= 0 && arena) {
+        group_outputs.reserve(num_outputs);
+        for (uint32_t i = 0; i < num_outputs; ++i) {
+          const Placement& p = plan.placements[static_cast<size_t>(step.placements_begin) + i];
+          group_outputs.push_back(
+              p.offset >= 0
+                  ? arena_view(arena->storage(), p)
+                  : at::empty_strided(p.sizes, p.strides, at::TensorOptions().dtype(p.dtype)));
+        }
+        plan.groups_into[static_cast<size_t>(step.group)](group_inputs, group_outputs);
+      } else {
+        group_outputs = plan.groups[static_cast<size_t>(step.group)](group_inputs);
+      }
       TORCH_CHECK(group_outputs.size() == num_outputs, "fused group ", step.group, " returned ",
                   group_outputs.size(), " tensors where the graph expects ", num_outputs);
       for (uint32_t i = 0; i < num_outputs; ++i) {
@@ -780,6 +1012,9 @@ std::vector<at::Tensor> AtenExecutor::run(const std::vector<at::Tensor>& inputs)
       }
     }
     step.op->callBoxed(&stack);
+    if (step.fresh_results && arena) {
+      for (c10::IValue& result : stack) unshare(result, arena->storage());
+    }
 
     uint32_t num_outputs = step.outputs_end - step.outputs_begin;
     if (step.spread_list) {

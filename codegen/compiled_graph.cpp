@@ -11,11 +11,13 @@
 #include "dynvm/codegen/cpu_kernel.h"
 #include "dynvm/graph/fusion_pipeline.h"
 #include "dynvm/graph/graph_dot.h"
+#include "dynvm/graph/memory_planning.h"
 
 namespace dynvm::codegen {
 
 struct CompiledGraph::Program {
   graph::FusionProgram fusion;
+  graph::MemoryPlan memory;  // over fusion.outer, as the executor applies it
 };
 
 CompiledGraph::CompiledGraph() = default;
@@ -68,6 +70,33 @@ std::string unfusable(const graph::Graph& graph, bool grad_enabled) {
   return "";
 }
 
+// How the outer graph's values get storage when it runs: kernels write their outputs
+// wherever they are told (planned slots); a group running through ATen may return its
+// inputs or views of them; extern calls allocate their own results.
+graph::OutputStorage output_storage(const graph::Node& node,
+                                    const std::vector<const CpuKernel*>& kernel_of_group) {
+  if (node.op() != graph::kFusedOp) {
+    graph::OutputStorage storage = graph::default_output_storage(node);
+    return storage == graph::OutputStorage::Planned ? graph::OutputStorage::Fresh : storage;
+  }
+  const graph::Argument* group = node.kwarg("group");
+  const CpuKernel* kernel = nullptr;
+  if (group != nullptr && group->kind() == graph::Argument::Kind::Int && group->as_int() >= 0 &&
+      static_cast<size_t>(group->as_int()) < kernel_of_group.size()) {
+    kernel = kernel_of_group[static_cast<size_t>(group->as_int())];
+  }
+  if (kernel == nullptr) return graph::OutputStorage::AliasesAny;
+  // run_into needs exactly the layout the kernel was compiled for.
+  const std::vector<graph::TensorMeta>& metas = kernel->output_metas();
+  bool same_layout = metas.size() == node.num_outputs();
+  for (size_t i = 0; same_layout && i < metas.size(); ++i) {
+    const graph::TensorMeta* meta = node.output(i)->meta();
+    same_layout = meta != nullptr && meta->dtype == metas[i].dtype &&
+                  meta->sizes == metas[i].sizes && meta->strides == metas[i].strides;
+  }
+  return same_layout ? graph::OutputStorage::Planned : graph::OutputStorage::Fresh;
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph& graph,
@@ -81,7 +110,7 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
       if (!program) {
         compiled->why_not_fused_ = "the graph passes failed: " + program.error().message;
       } else {
-        compiled->program_ = std::make_unique<Program>(Program{std::move(program).value()});
+        compiled->program_ = std::make_unique<Program>(Program{std::move(program).value(), {}});
       }
     }
   }
@@ -94,13 +123,18 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
   graph::FusionProgram& fusion = compiled->program_->fusion;
   compiled->group_count_ = fusion.groups.size();
   std::vector<AtenExecutor::GroupRunner> runners;
+  std::vector<AtenExecutor::GroupIntoRunner> into_runners;
+  std::vector<const CpuKernel*> kernel_of_group;
   for (size_t i = 0; i < fusion.groups.size(); ++i) {
     const graph::Graph& group = fusion.groups[i];
     auto kernel = CpuKernel::compile(group, {}, "fused_" + std::to_string(i));
     if (kernel) {
       std::shared_ptr<CpuKernel> k = std::move(kernel).value();
       compiled->kernels_.push_back(k);
+      kernel_of_group.push_back(k.get());
       runners.push_back([k](const std::vector<at::Tensor>& in) { return k->run(in); });
+      into_runners.push_back([k](const std::vector<at::Tensor>& in,
+                                 const std::vector<at::Tensor>& out) { k->run_into(in, out); });
       continue;
     }
     // This group runs its primitive ops through ATen.
@@ -108,9 +142,14 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
     if (!fallback) return fallback.error();
     AtenExecutor* exec = fallback.value().get();
     compiled->fallback_groups_.push_back(std::move(fallback).value());
+    kernel_of_group.push_back(nullptr);
     runners.push_back([exec](const std::vector<at::Tensor>& in) { return exec->run(in); });
+    into_runners.emplace_back();
   }
-  auto executor = AtenExecutor::build(fusion.outer, std::move(runners));
+  compiled->program_->memory = graph::plan_memory(
+      fusion.outer, [&](const graph::Node& node) { return output_storage(node, kernel_of_group); });
+  auto executor = AtenExecutor::build(fusion.outer, std::move(runners), std::move(into_runners),
+                                      compiled->program_->memory);
   if (!executor) return executor.error();
   compiled->executor_ = std::move(executor).value();
   return compiled;
@@ -119,5 +158,13 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
 std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs) const {
   return executor_->run(inputs);
 }
+
+const graph::MemoryPlan* CompiledGraph::memory_plan() const {
+  return program_ ? &program_->memory : nullptr;
+}
+
+int64_t CompiledGraph::arena_bytes() const { return executor_->arena_bytes(); }
+size_t CompiledGraph::planned_outputs() const { return executor_->planned_outputs(); }
+size_t CompiledGraph::arena_allocations() const { return executor_->arena_allocations(); }
 
 }  // namespace dynvm::codegen

@@ -2,6 +2,8 @@
 #include "dynvm/graph/memory_planning.h"
 
 #include <algorithm>
+#include <optional>
+#include <vector>
 
 #include "dynvm/graph/fusion_partition.h"
 #include "dynvm/graph/op_properties.h"
@@ -24,15 +26,39 @@ int64_t storage_bytes(const TensorMeta& meta) {
   return (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-// Whether a node's outputs are fresh storage (not views of, or writes into, its inputs).
-bool makes_fresh_outputs(const Node& node) {
-  if (node.op() == kFusedOp) return true;
-  OpProperties props = op_properties(node.op());
-  return props.known_namespace && props.alias == AliasKind::None && !props.in_place &&
-         !props.out_variant;
+bool holds_storage(const Value& value) {
+  return value.kind() == ValueKind::Tensor || value.kind() == ValueKind::TensorList;
+}
+
+// The tensors a node's outputs may share storage with, given how they get it.
+std::vector<const Value*> alias_bases(const Node& node, OutputStorage storage) {
+  std::vector<const Value*> bases;
+  if (storage == OutputStorage::AliasesAny) {
+    node.for_each_input([&](const Value* v) {
+      if (holds_storage(*v)) bases.push_back(v);
+    });
+  } else if (storage == OutputStorage::AliasesFirst) {
+    auto first_with_tensors = [&](const Argument& arg) {
+      if (!bases.empty()) return;
+      arg.for_each_value([&](const Value* v) {
+        if (holds_storage(*v)) bases.push_back(v);
+      });
+    };
+    for (const Argument& arg : node.args()) first_with_tensors(arg);
+    for (const KeywordArgument& kwarg : node.kwargs()) first_with_tensors(kwarg.value);
+  }
+  return bases;
 }
 
 }  // namespace
+
+OutputStorage default_output_storage(const Node& node) {
+  if (node.op() == kFusedOp) return OutputStorage::Planned;
+  OpProperties props = op_properties(node.op());
+  if (!props.known_namespace || props.out_variant) return OutputStorage::AliasesAny;
+  if (props.in_place || props.alias != AliasKind::None) return OutputStorage::AliasesFirst;
+  return OutputStorage::Planned;
+}
 
 int64_t MemoryPlan::slot_bytes() const {
   int64_t total = 0;
@@ -53,39 +79,46 @@ const BufferAssignment* MemoryPlan::find(const Value& value) const {
   return nullptr;
 }
 
-MemoryPlan plan_memory(const Graph& graph) {
-  // The storage root of every value: itself for fresh tensors, its base for views and
-  // for anything else that may share storage with its first tensor argument.
-  std::vector<size_t> root(graph.num_values());
-  for (size_t i = 0; i < root.size(); ++i) root[i] = i;
+MemoryPlan plan_memory(const Graph& graph,
+                       const std::function<OutputStorage(const Node&)>& storage) {
+  // The storage roots of every value: itself for fresh tensors; for an aliasing result,
+  // the roots of every tensor it may share storage with (a list may alias several).
+  std::vector<std::vector<size_t>> roots(graph.num_values());
+  for (size_t i = 0; i < roots.size(); ++i) roots[i] = {i};
   std::vector<const Node*> order;
+  std::vector<bool> planned(graph.num_values(), false);
   for (const Node* node : graph.nodes()) {
     order.push_back(node);
-    if (makes_fresh_outputs(*node)) continue;
-    const Value* base = nullptr;
-    node->for_each_input([&](const Value* v) {
-      if (base == nullptr && v->kind() == ValueKind::Tensor) base = v;
-    });
-    if (base == nullptr) continue;
-    for (const Value* out : node->outputs()) root[out->id()] = root[base->id()];
+    OutputStorage kind = storage(*node);
+    if (kind == OutputStorage::Planned) {
+      for (const Value* out : node->outputs()) planned[out->id()] = out->meta() != nullptr;
+      continue;
+    }
+    std::vector<size_t> shared;
+    for (const Value* base : alias_bases(*node, kind)) {
+      const std::vector<size_t>& more = roots[base->id()];
+      shared.insert(shared.end(), more.begin(), more.end());
+    }
+    if (shared.empty()) continue;
+    std::sort(shared.begin(), shared.end());
+    shared.erase(std::unique(shared.begin(), shared.end()), shared.end());
+    for (const Value* out : node->outputs()) roots[out->id()] = shared;
   }
   // Last use of every root, and which roots the caller keeps.
   std::vector<size_t> last_use(graph.num_values(), 0);
-  std::vector<size_t> defined_at(graph.num_values(), 0);
-  std::vector<bool> planned(graph.num_values(), false);
   std::vector<bool> returned(graph.num_values(), false);
   for (size_t pos = 0; pos < order.size(); ++pos) {
     const Node* node = order[pos];
-    node->for_each_input(
-        [&](const Value* v) { last_use[root[v->id()]] = std::max(last_use[root[v->id()]], pos); });
+    node->for_each_input([&](const Value* v) {
+      for (size_t r : roots[v->id()]) last_use[r] = std::max(last_use[r], pos);
+    });
     for (const Value* out : node->outputs()) {
-      if (root[out->id()] != out->id() || out->meta() == nullptr) continue;
-      planned[out->id()] = true;
-      defined_at[out->id()] = pos;
-      last_use[out->id()] = std::max(last_use[out->id()], pos);
+      if (planned[out->id()]) last_use[out->id()] = std::max(last_use[out->id()], pos);
     }
   }
-  for (const Value* out : graph.outputs()) returned[root[out->id()]] = true;
+  for (const Value* out : graph.outputs()) {
+    for (size_t r : roots[out->id()]) returned[r] = true;
+  }
 
   MemoryPlan plan;
   std::vector<bool> slot_free;

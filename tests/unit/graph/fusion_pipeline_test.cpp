@@ -220,6 +220,57 @@ graph(%x: f32[64] cpu):
   CHECK(plan.caller_owned.size() == 2);
 }
 
+TEST_CASE("a result that may alias several tensors keeps every one of them alive") {
+  // broadcast_tensors views each tensor of its list, not only the first; an opaque
+  // operator may return any tensor it reads.
+  for (const char* op : {"aten::broadcast_tensors([%0, %1])", "my::pair(%0, %1)"}) {
+    INFO(op);
+    Graph g = parse(std::string(R"(
+graph(%x: f32[16] cpu, %y: f32[16] cpu):
+  %0: f32[16] cpu = aten::exp(%x)
+  %1: f32[16] cpu = aten::exp(%y)
+  %2: f32[16] cpu, %3: f32[16] cpu = )") +
+                    op + R"(
+  %4: f32[16] cpu = aten::exp(%x)
+  %5: f32[16] cpu = aten::add.Tensor(%3, %4)
+  return (%5)
+)");
+    MemoryPlan plan = plan_memory(g);
+    REQUIRE(plan.buffers.size() == 3);
+    CHECK(plan.buffers[0].last_use == 4);
+    CHECK(plan.buffers[1].last_use == 4);  // %3 may be %1
+    CHECK(plan.buffers[2].slot == 2);      // so %4 cannot take %1's slot
+    CHECK(plan.caller_owned.size() == 1);
+  }
+}
+
+TEST_CASE("memory planning places only what the storage rule says is planned") {
+  Graph g = parse(R"(
+graph(%x: f32[8, 8] cpu, %w: f32[8, 8] cpu):
+  %0: f32[8, 8] cpu = aten::exp(%x)
+  %1: f32[8, 8] cpu = aten::mm(%0, %w)
+  %2: f32[8, 8] cpu = aten::tanh(%1)
+  %3: f32[8, 8] cpu = aten::mm(%2, %w)
+  %4: f32[8, 8] cpu = aten::view(%3, [64])
+  %5: f32[64] cpu = aten::neg(%4)
+  return (%5, %1)
+)");
+  CHECK(default_output_storage(*g.value(2)->producer()) == OutputStorage::Planned);
+  CHECK(default_output_storage(*g.value(6)->producer()) == OutputStorage::AliasesFirst);
+  // Matmuls allocating their own results: only the pointwise results take slots.
+  MemoryPlan plan = plan_memory(g, [](const Node& node) {
+    OutputStorage storage = default_output_storage(node);
+    if (node.op() == "aten::mm") return OutputStorage::Fresh;
+    return storage;
+  });
+  REQUIRE(plan.buffers.size() == 2);
+  CHECK(plan.slots.size() == 1);
+  CHECK(plan.buffers[0].value_id == g.value(2)->id());
+  CHECK(plan.buffers[1].value_id == g.value(4)->id());
+  CHECK(plan.caller_owned.size() == 1);  // %5; %1 is the matmul's own
+  CHECK(plan_memory(g).slots.size() == 2);
+}
+
 TEST_CASE("the DOT export draws fused groups as clusters and marks extern calls") {
   Graph g = parse(R"(
 graph(%x: f32[4, 4] cpu, %w: f32[4, 4] cpu):

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string_view>
@@ -13,6 +14,10 @@
 namespace at {
 class Tensor;
 }  // namespace at
+
+namespace dynvm::graph {
+struct MemoryPlan;
+}  // namespace dynvm::graph
 
 namespace dynvm::codegen {
 
@@ -29,6 +34,10 @@ class AtenExecutor {
   // Runs one fused group (`dynvm::fused(inputs..., group=N)` nodes): its input tensors in,
   // its output tensors out.
   using GroupRunner = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
+  // Runs one fused group into the tensors given, one per group output with exactly the
+  // dtype, sizes and strides of the graph value and overlapping no input.
+  using GroupIntoRunner =
+      std::function<void(const std::vector<at::Tensor>&, const std::vector<at::Tensor>&)>;
 
   // Resolves every node's operator schema and converts its literal arguments according to
   // the schema. An unknown operator, a wrong argument count or a literal the schema cannot
@@ -38,6 +47,15 @@ class AtenExecutor {
   // The same for a graph with fused groups: group N runs `groups[N]`.
   static Expected<std::unique_ptr<AtenExecutor>> build(const graph::Graph& graph,
                                                        std::vector<GroupRunner> groups);
+  // The same, applying `memory` (a plan over `graph`): every fused-group output the plan
+  // assigns a slot is written by `groups_into[N]` into a view of one arena holding all
+  // slots, kept across runs. Assignments the executor cannot honour are ignored (their
+  // values are allocated per run): values of other nodes or of groups without an into
+  // runner, graph outputs, values not on the CPU or larger than their slot.
+  static Expected<std::unique_ptr<AtenExecutor>> build(const graph::Graph& graph,
+                                                       std::vector<GroupRunner> groups,
+                                                       std::vector<GroupIntoRunner> groups_into,
+                                                       const graph::MemoryPlan& memory);
 
   ~AtenExecutor();
   AtenExecutor(const AtenExecutor&) = delete;
@@ -47,7 +65,9 @@ class AtenExecutor {
   // outputs; an output that is a graph input is the caller's own at::Tensor. Intermediates
   // are released after their last use. The caller's grad mode is restored on return.
   // ATen's errors propagate as C++ exceptions (c10::Error), as does a wrong input count.
-  // Safe to call from several threads at once.
+  // Safe to call from several threads at once: with planned memory, a run takes the
+  // cached arena when no other run holds it and allocates a fresh one otherwise; an arena
+  // a caller still holds a view of (which a correct plan never lets happen) is dropped.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
 
   size_t num_inputs() const;
@@ -55,13 +75,26 @@ class AtenExecutor {
   // Graph nodes, the grad-mode switches included.
   size_t num_steps() const;
 
-  // The prepared steps, defined where they are built and run (aten_executor.cpp).
+  // Planned memory: the bytes of one arena (0 without a plan), the fused-group outputs
+  // placed in it, and the arenas allocated so far (1 after any number of runs that did
+  // not overlap in time).
+  int64_t arena_bytes() const;
+  size_t planned_outputs() const;
+  size_t arena_allocations() const;
+
+  // The prepared steps, and the arena kept across runs with who holds it; defined where
+  // they are built and run (aten_executor.cpp).
   struct Plan;
+  struct ArenaCache;
 
  private:
   explicit AtenExecutor(std::unique_ptr<const Plan> plan);
+  static Expected<std::unique_ptr<AtenExecutor>> build_planned(
+      const graph::Graph& graph, std::vector<GroupRunner> groups,
+      std::vector<GroupIntoRunner> groups_into, const graph::MemoryPlan* memory);
 
   std::unique_ptr<const Plan> plan_;
+  std::unique_ptr<ArenaCache> arenas_;
 };
 
 }  // namespace dynvm::codegen

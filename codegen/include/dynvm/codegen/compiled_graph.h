@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,10 @@
 namespace at {
 class Tensor;
 }  // namespace at
+
+namespace dynvm::graph {
+struct MemoryPlan;
+}  // namespace dynvm::graph
 
 namespace dynvm::codegen {
 
@@ -43,6 +48,14 @@ class CompiledGraph {
   const std::string& why_not_fused() const { return why_not_fused_; }
   // The outer graph with its fused groups (for --graphs and DYNVM_LOGS=kernels).
   const graph::Graph* outer_graph() const;
+  // The memory plan applied to the outer graph (nullptr when nothing was fused): the
+  // outputs of groups running as kernels, in slots of one arena the runs reuse. Extern
+  // (ATen) results are allocated by ATen; graph outputs are always fresh.
+  const graph::MemoryPlan* memory_plan() const;
+  // See AtenExecutor: arena size, outputs placed in it, arenas allocated so far.
+  int64_t arena_bytes() const;
+  size_t planned_outputs() const;
+  size_t arena_allocations() const;
   // Graphviz of what runs: the graph after the passes with every fused group drawn as a
   // cluster and extern calls (ATen) marked; `graph` itself when nothing was fused.
   std::string to_dot(const graph::Graph& graph, const std::string& name) const;

@@ -37,6 +37,9 @@ class CpuKernel {
   void run_into(const std::vector<at::Tensor>& inputs,
                 const std::vector<at::Tensor>& outputs) const;
 
+  // The dtype, sizes and strides run() takes and gives, as the group was compiled.
+  const std::vector<graph::TensorMeta>& input_metas() const { return inputs_; }
+  const std::vector<graph::TensorMeta>& output_metas() const { return outputs_; }
   const LoopKernel& loop_kernel() const { return kernel_; }
   const CpuCompiledKernel& compilation() const { return compiled_; }
   // Wall time of compile(): lowering, LLVM (unless cached) and loading.

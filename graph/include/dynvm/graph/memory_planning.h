@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,13 +42,28 @@ struct MemoryPlan {
   const BufferAssignment* find(const Value& value) const;
 };
 
-// Plans the fresh tensor outputs of `graph`'s nodes (fused-group calls write theirs,
-// extern calls may fill theirs through out= variants). Views and may-alias results share
-// their base's buffer and extend its life. A buffer is reused by a later value of the
-// same device that needs at most its size (best fit), once the last reader of the earlier
-// one has run; a node never writes a slot it reads. Sizes are storage extents rounded up
-// to 64 bytes. Graph inputs are the caller's.
-MemoryPlan plan_memory(const Graph& graph);
+// How a node's tensor outputs get their storage, as far as planning is concerned.
+enum class OutputStorage : uint8_t {
+  Planned,       // fresh tensors the runtime places in planned slots
+  Fresh,         // fresh tensors the node allocates itself: no slot, no aliasing
+  AliasesFirst,  // may share storage with its first tensor argument (each tensor of a
+                 // list there): views, may-alias results, in-place results
+  AliasesAny,    // may share storage with any tensor it reads: out variants, opaque ops
+};
+
+// Fused-group calls and known non-aliasing, non-mutating ATen operators are Planned
+// (extern calls may fill theirs through out= variants); known views, may-alias and
+// in-place results are AliasesFirst; out variants and other namespaces AliasesAny.
+OutputStorage default_output_storage(const Node& node);
+
+// Plans the outputs of `graph`'s nodes that `storage` says are Planned. Aliasing results
+// share their bases' buffers and extend their lives. A buffer is reused by a later value
+// of the same device that needs at most its size (best fit), once the last reader of the
+// earlier one has run; a node never writes a slot it reads. Sizes are storage extents
+// rounded up to 64 bytes. Graph inputs are the caller's.
+MemoryPlan plan_memory(
+    const Graph& graph,
+    const std::function<OutputStorage(const Node&)>& storage = default_output_storage);
 
 // "slot 0: 512 bytes cpu: %1 [0-2], %4 [3-5]" lines, values named as in `graph`.
 std::string to_text(const Graph& graph, const MemoryPlan& plan);
