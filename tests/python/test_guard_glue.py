@@ -85,3 +85,17 @@ def test_break_corpus_with_every_variant_checked_by_compiled_guards():
         timeout=900, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout
+
+
+@needs_codegen
+def test_dynvm_logs_glue_prints_the_program_and_its_llvm_ir():
+    code = (
+        "import torch, dynvm\n"
+        "f = dynvm.compile(lambda x: x * 2, backend='eager')\n"
+        "f(torch.randn(3))\n")
+    result = _run(code, DYNVM_GUARD_GLUE="0", DYNVM_LOGS="glue")
+    assert result.returncode == 0, result.stderr
+    assert "[dynvm glue] guards:\nglue guards params 5 slots " in result.stderr
+    assert "helper check_guard 2" in result.stderr
+    assert "[dynvm glue] guards LLVM IR:" in result.stderr
+    assert "define i64 @dynvm_glue_" in result.stderr
