@@ -1,6 +1,7 @@
 // Lowering a guard set to the glue IR, compiling it, and calling the result.
 #include "dynvm/runtime/guard_glue.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -167,17 +168,20 @@ Expected<std::unique_ptr<GuardGlue>> GuardGlue::compile(const vm::GuardSet& guar
   glue->function_ = compiled->function;
   glue->compile_ms_ = compiled->milliseconds;
   glue->slot_count_ = program.slot_count;
-  for (const codegen::GlueInstr& instr : program.body) {
-    if (instr.op == codegen::GlueOp::Store) {
-      glue->owned_slots_.push_back(static_cast<int>(instr.immediate));
-    }
-  }
   return glue;
 }
 
-void GlueValues::release() {
-  for (int64_t word : slots_) Py_XDECREF(pointer<PyObject>(word));
-  slots_.clear();
+int64_t* GlueValues::reset(int count) {
+  release();
+  if (count > kInlineSlots) {
+    heap_.reset(new int64_t[static_cast<size_t>(count)]);
+    words_ = heap_.get();
+  } else {
+    words_ = inline_;
+  }
+  std::fill(words_, words_ + count, 0);
+  count_ = count;
+  return words_;
 }
 
 int64_t GuardGlue::first_failure(const vm::FrameInputs& inputs, GlueValues* keep) const {
@@ -188,29 +192,12 @@ int64_t GuardGlue::first_failure(const vm::FrameInputs& inputs, GlueValues* keep
   }
   int64_t params[kParamCount] = {word(&inputs), word(inputs.locals), inputs.local_count,
                                  word(inputs.stack), inputs.stack_count};
-  constexpr int kInlineSlots = 32;
-  int64_t inline_slots[kInlineSlots];
-  std::unique_ptr<int64_t[]> heap_slots;
-  int64_t* slots = inline_slots;
-  if (keep != nullptr) {
-    keep->release();
-    keep->slots_.assign(static_cast<size_t>(slot_count_), 0);
-    slots = keep->slots_.data();
-  } else if (slot_count_ > kInlineSlots) {
-    heap_slots.reset(new int64_t[static_cast<size_t>(slot_count_)]);
-    slots = heap_slots.get();
-  }
-  if (keep == nullptr) {
-    for (int slot : owned_slots_) slots[slot] = 0;
-  }
-  int64_t failed = function_(params, slots);
-  if (keep != nullptr && failed == codegen::kGluePassed) return -1;
-  for (int slot : owned_slots_) {
-    Py_XDECREF(pointer<PyObject>(slots[slot]));
-    slots[slot] = 0;
-  }
-  if (keep != nullptr) keep->slots_.clear();
-  return failed == codegen::kGluePassed ? -1 : failed;
+  GlueValues scratch;  // released on return unless the caller keeps the values
+  GlueValues* values = keep != nullptr ? keep : &scratch;
+  int64_t failed = function_(params, values->reset(slot_count_));
+  if (failed == codegen::kGluePassed) return -1;
+  values->release();
+  return failed;
 }
 
 const GuardGluePolicy& guard_glue_policy() {

@@ -29,16 +29,26 @@ class GlueValues {
 
   // Borrowed: the value of source slot `slot`, or nullptr when the check did not keep one.
   PyObject* value(int slot) const {
-    return slot >= 0 && static_cast<size_t>(slot) < slots_.size()
-               ? reinterpret_cast<PyObject*>(
-                     static_cast<intptr_t>(slots_[static_cast<size_t>(slot)]))
+    return slot >= 0 && slot < count_
+               ? reinterpret_cast<PyObject*>(static_cast<intptr_t>(words_[slot]))
                : nullptr;
   }
-  void release();
+  // Releases what is held; no slots are left.
+  void release() {
+    for (int i = 0; i < count_; ++i) Py_XDECREF(reinterpret_cast<PyObject*>(words_[i]));
+    count_ = 0;
+  }
 
  private:
   friend class GuardGlue;
-  std::vector<int64_t> slots_;  // 0 or a new reference
+  // Releases what is held and returns `count` zeroed slots for a compiled check to fill.
+  int64_t* reset(int count);
+
+  static constexpr int kInlineSlots = 32;  // sets this small need no allocation
+  int64_t inline_[kInlineSlots];
+  std::unique_ptr<int64_t[]> heap_;
+  int64_t* words_ = inline_;  // 0 or a new reference, per slot
+  int count_ = 0;
 };
 
 class GuardGlue {
@@ -70,7 +80,6 @@ class GuardGlue {
 
   const vm::GuardSet& guards_;
   codegen::GlueFunction function_ = nullptr;
-  std::vector<int> owned_slots_;  // slots the helpers fill with new references
   int slot_count_ = 0;
   double compile_ms_ = 0;
 };
