@@ -13,12 +13,12 @@ Each figure is the best of several timed rounds (milliseconds or microseconds pe
 
     PYTHONPATH=build/python /usr/bin/python3 bench/cpu_backend_bench.py
 """
-import time
 
 import torch
 import torch.nn.functional as F
 
 import dynvm
+from timing import seconds_per_call
 
 
 def gelu_tanh(x):
@@ -41,27 +41,6 @@ def groups_around_cumsum(x):
     h = torch.tanh(x) * 0.5 + x
     c = torch.cumsum(h, -1)
     return torch.sigmoid(c) * h
-
-
-def seconds_per_call(fn, args, min_time=0.3, rounds=5):
-    for _ in range(3):
-        fn(*args)
-    calls = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn(*args)
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_time / rounds:
-            break
-        calls *= 2
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn(*args)
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
 
 
 def main():

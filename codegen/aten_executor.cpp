@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "aten_dtype.h"
+#include "aten_plan.h"
 #include "dynvm/graph/graph_printer.h"
 #include "dynvm/graph/memory_planning.h"
 #include "dynvm/graph/value_names.h"
@@ -33,77 +34,16 @@ namespace {
 constexpr std::string_view kFusedGroupOp = "dynvm::fused";  // graph::kFusedOp
 }  // namespace
 
+using exec::ArgumentSource;
+using exec::ListItem;
+using exec::Placement;
+using exec::SourceKind;
+using exec::Step;
+
 namespace {
 
 using graph::Argument;
 using graph::ValueKind;
-
-// Where a schema argument's IValue comes from when the node runs.
-enum class SourceKind : uint8_t {
-  kLiteral,             // a constant converted at build time
-  kSlot,                // a graph value
-  kTensorList,          // Tensor[] assembled from slots
-  kOptionalTensorList,  // Tensor?[] assembled from slots and Nones
-  kIntList,             // int[] / SymInt[] mixing literal ints and int values
-};
-
-struct ArgumentSource {
-  SourceKind kind = SourceKind::kLiteral;
-  int32_t slot = -1;  // kSlot
-  // List kinds: the items are list_items[items_begin, items_end).
-  uint32_t items_begin = 0;
-  uint32_t items_end = 0;
-  c10::IValue literal;  // kLiteral
-};
-
-// One item of a list assembled at run time: a slot, or (slot < 0) a literal int, or None
-// in a Tensor?[].
-struct ListItem {
-  int32_t slot = -1;
-  int64_t literal = 0;
-};
-
-struct Step {
-  // Empty for the grad-mode switch and fused groups, which call no operator.
-  std::optional<c10::OperatorHandle> op;
-  int32_t group = -1;        // a fused group: its runner; the arguments are its input slots
-  bool grad_enabled = true;  // the mode a switch sets
-  // The single Tensor[] return is spread into the node's outputs, one tensor each.
-  bool spread_list = false;
-  uint32_t args_begin = 0;
-  uint32_t args_end = 0;
-  // One slot per node output (-1: the output is never read, drop it).
-  uint32_t outputs_begin = 0;
-  uint32_t outputs_end = 0;
-  // Slots whose last use is this step.
-  uint32_t releases_begin = 0;
-  uint32_t releases_end = 0;
-  // A fused group writing into planned memory: its outputs' placements start here.
-  int32_t placements_begin = -1;
-  // An operator whose results are fresh by the plan's rules: none may share the arena.
-  bool fresh_results = false;
-};
-
-// Where a fused-group output goes when its group runs into given tensors: a view of the
-// arena at `offset` bytes, or (offset < 0) a fresh tensor.
-struct Placement {
-  int64_t offset = -1;
-  c10::ScalarType dtype = c10::ScalarType::Float;
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
-};
-
-// Restores the grad mode found on construction, also when an operator throws.
-class GradModeRestorer {
- public:
-  GradModeRestorer() : enabled_(c10::GradMode::is_enabled()) {}
-  ~GradModeRestorer() { c10::GradMode::set_enabled(enabled_); }
-  GradModeRestorer(const GradModeRestorer&) = delete;
-  GradModeRestorer& operator=(const GradModeRestorer&) = delete;
-
- private:
-  bool enabled_;
-};
 
 c10::MemoryFormat to_memory_format(graph::MemoryFormat format) {
   switch (format) {
@@ -190,23 +130,6 @@ c10::OperatorName operator_name(const std::string& op) {
 }
 
 }  // namespace
-
-struct AtenExecutor::Plan {
-  std::vector<AtenExecutor::GroupRunner> groups;
-  std::vector<AtenExecutor::GroupIntoRunner> groups_into;
-  std::vector<Placement> placements;
-  int64_t arena_bytes = 0;
-  size_t planned_outputs = 0;
-  std::vector<Step> steps;
-  std::vector<ArgumentSource> arguments;
-  std::vector<ListItem> list_items;
-  std::vector<int32_t> output_slots;
-  std::vector<int32_t> releases;
-  std::vector<int32_t> input_slots;  // per graph input: its slot, -1 when never read
-  std::vector<int32_t> graph_output_slots;
-  size_t num_slots = 0;
-  size_t max_stack = 0;
-};
 
 namespace {
 
@@ -780,94 +703,6 @@ class PlanBuilder {
 
 }  // namespace
 
-// The arena of planned memory kept between runs. `busy` says a run holds `cached`; only
-// that run touches it.
-struct AtenExecutor::ArenaCache {
-  std::atomic<bool> busy{false};
-  c10::Storage cached;
-  std::atomic<size_t> allocations{0};
-};
-
-namespace {
-
-c10::Storage allocate_arena(AtenExecutor::ArenaCache& cache, int64_t bytes) {
-  // Not resizable: an operator resizing a view of it fails instead of moving the arena.
-  c10::Storage arena(c10::Storage::use_byte_size_t(), bytes, c10::GetDefaultCPUAllocator(),
-                     /*resizable=*/false);
-  cache.allocations.fetch_add(1, std::memory_order_relaxed);
-  return arena;
-}
-
-// One run's arena: the cached one when no other run holds it, else a fresh one. Released
-// on destruction, also when the run throws. It must outlive every view made of it in the
-// run; a view that survives (the caller was handed one) keeps the arena for its holder
-// and the next run allocates another, so nothing a caller holds is ever overwritten.
-class ArenaLease {
- public:
-  ArenaLease(AtenExecutor::ArenaCache& cache, int64_t bytes) : cache_(cache) {
-    bool expected = false;
-    if (cache.busy.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
-      holds_cache_ = true;
-      if (!cache.cached) {
-        try {
-          cache.cached = allocate_arena(cache, bytes);
-        } catch (...) {
-          cache.busy.store(false, std::memory_order_release);
-          throw;
-        }
-      }
-    } else {
-      own_ = allocate_arena(cache, bytes);
-    }
-  }
-  ~ArenaLease() {
-    if (!holds_cache_) return;
-    if (cache_.cached.use_count() != 1) cache_.cached = c10::Storage();
-    cache_.busy.store(false, std::memory_order_release);
-  }
-  ArenaLease(const ArenaLease&) = delete;
-  ArenaLease& operator=(const ArenaLease&) = delete;
-
-  const c10::Storage& storage() const { return holds_cache_ ? cache_.cached : own_; }
-
- private:
-  AtenExecutor::ArenaCache& cache_;
-  bool holds_cache_ = false;
-  c10::Storage own_;
-};
-
-// A tensor over `arena` laid out as `placement` says.
-at::Tensor arena_view(const c10::Storage& arena, const Placement& placement) {
-  caffe2::TypeMeta type = c10::scalarTypeToTypeMeta(placement.dtype);
-  at::Tensor view = at::detail::make_tensor<c10::TensorImpl>(
-      c10::Storage(arena), c10::DispatchKeySet(c10::DispatchKey::CPU), type);
-  view.unsafeGetTensorImpl()->set_sizes_and_strides(
-      c10::IntArrayRef(placement.sizes), c10::IntArrayRef(placement.strides),
-      placement.offset / static_cast<int64_t>(type.itemsize()));
-  return view;
-}
-
-bool shares_storage(const c10::IValue& value, const c10::Storage& arena) {
-  return value.isTensor() && value.toTensor().defined() && value.toTensor().has_storage() &&
-         value.toTensor().storage().is_alias_of(arena);
-}
-
-// A result the plan took for fresh that is a view of the arena after all (an operator
-// returning its input in some cases): copied, so that the arena's slots stay the plan's.
-void unshare(c10::IValue& value, const c10::Storage& arena) {
-  if (shares_storage(value, arena)) {
-    value = value.toTensor().clone();
-  } else if (value.isTensorList()) {
-    c10::List<at::Tensor> list = value.toTensorList();
-    for (size_t i = 0; i < list.size(); ++i) {
-      c10::IValue item(list.get(i));
-      if (shares_storage(item, arena)) list.set(i, item.toTensor().clone());
-    }
-  }
-}
-
-}  // namespace
-
 AtenExecutor::AtenExecutor(std::unique_ptr<const Plan> plan)
     : plan_(std::move(plan)), arenas_(std::make_unique<ArenaCache>()) {}
 
@@ -918,128 +753,15 @@ std::vector<at::Tensor> AtenExecutor::run(const std::vector<at::Tensor>& inputs)
   const Plan& plan = *plan_;
   TORCH_CHECK(inputs.size() == plan.input_slots.size(), "the graph takes ", plan.input_slots.size(),
               " input(s), got ", inputs.size());
-  // Declared before anything holding tensors of this run, so it is released after them.
-  std::optional<ArenaLease> arena;
-  if (plan.arena_bytes > 0) arena.emplace(*arenas_, plan.arena_bytes);
-  std::vector<c10::IValue> slots(plan.num_slots);
+  exec::RunState state(plan, *arenas_);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (plan.input_slots[i] >= 0) slots[static_cast<size_t>(plan.input_slots[i])] = inputs[i];
+    if (plan.input_slots[i] >= 0) state.slots[static_cast<size_t>(plan.input_slots[i])] = inputs[i];
   }
-  GradModeRestorer restore_grad_mode;
-  torch::jit::Stack stack;
-  stack.reserve(plan.max_stack);
-  const ListItem* items = plan.list_items.data();
-
-  for (const Step& step : plan.steps) {
-    if (step.group >= 0) {
-      std::vector<at::Tensor> group_inputs;
-      group_inputs.reserve(step.args_end - step.args_begin);
-      for (uint32_t a = step.args_begin; a < step.args_end; ++a) {
-        group_inputs.push_back(slots[static_cast<size_t>(plan.arguments[a].slot)].toTensor());
-      }
-      uint32_t num_outputs = step.outputs_end - step.outputs_begin;
-      std::vector<at::Tensor> group_outputs;
-      if (step.placements_begin >= 0 && arena) {
-        group_outputs.reserve(num_outputs);
-        for (uint32_t i = 0; i < num_outputs; ++i) {
-          const Placement& p = plan.placements[static_cast<size_t>(step.placements_begin) + i];
-          group_outputs.push_back(
-              p.offset >= 0
-                  ? arena_view(arena->storage(), p)
-                  : at::empty_strided(p.sizes, p.strides, at::TensorOptions().dtype(p.dtype)));
-        }
-        plan.groups_into[static_cast<size_t>(step.group)](group_inputs, group_outputs);
-      } else {
-        group_outputs = plan.groups[static_cast<size_t>(step.group)](group_inputs);
-      }
-      TORCH_CHECK(group_outputs.size() == num_outputs, "fused group ", step.group, " returned ",
-                  group_outputs.size(), " tensors where the graph expects ", num_outputs);
-      for (uint32_t i = 0; i < num_outputs; ++i) {
-        slots[static_cast<size_t>(plan.output_slots[step.outputs_begin + i])] =
-            std::move(group_outputs[i]);
-      }
-      for (uint32_t r = step.releases_begin; r < step.releases_end; ++r) {
-        slots[static_cast<size_t>(plan.releases[r])] = c10::IValue();
-      }
-      continue;
-    }
-    if (!step.op) {
-      c10::GradMode::set_enabled(step.grad_enabled);
-      continue;
-    }
-    stack.clear();
-    for (uint32_t a = step.args_begin; a < step.args_end; ++a) {
-      const ArgumentSource& source = plan.arguments[a];
-      switch (source.kind) {
-        case SourceKind::kLiteral:
-          stack.push_back(source.literal);
-          break;
-        case SourceKind::kSlot:
-          stack.push_back(slots[static_cast<size_t>(source.slot)]);
-          break;
-        case SourceKind::kTensorList: {
-          c10::List<at::Tensor> list;
-          list.reserve(source.items_end - source.items_begin);
-          for (uint32_t i = source.items_begin; i < source.items_end; ++i) {
-            list.push_back(slots[static_cast<size_t>(items[i].slot)].toTensor());
-          }
-          stack.emplace_back(std::move(list));
-          break;
-        }
-        case SourceKind::kOptionalTensorList: {
-          c10::List<c10::optional<at::Tensor>> list;
-          list.reserve(source.items_end - source.items_begin);
-          for (uint32_t i = source.items_begin; i < source.items_end; ++i) {
-            if (items[i].slot < 0) {
-              list.push_back(c10::nullopt);
-            } else {
-              list.push_back(slots[static_cast<size_t>(items[i].slot)].toTensor());
-            }
-          }
-          stack.emplace_back(std::move(list));
-          break;
-        }
-        case SourceKind::kIntList: {
-          c10::List<int64_t> list;
-          list.reserve(source.items_end - source.items_begin);
-          for (uint32_t i = source.items_begin; i < source.items_end; ++i) {
-            list.push_back(items[i].slot < 0 ? items[i].literal
-                                             : slots[static_cast<size_t>(items[i].slot)].toInt());
-          }
-          stack.emplace_back(std::move(list));
-          break;
-        }
-      }
-    }
-    step.op->callBoxed(&stack);
-    if (step.fresh_results && arena) {
-      for (c10::IValue& result : stack) unshare(result, arena->storage());
-    }
-
-    uint32_t num_outputs = step.outputs_end - step.outputs_begin;
-    if (step.spread_list) {
-      c10::List<at::Tensor> list = std::move(stack[0]).toTensorList();
-      TORCH_CHECK(list.size() == num_outputs, step.op->schema().name(), " returned ", list.size(),
-                  " tensors where the graph expects ", num_outputs);
-      for (uint32_t i = 0; i < num_outputs; ++i) {
-        int32_t slot = plan.output_slots[step.outputs_begin + i];
-        if (slot >= 0) slots[static_cast<size_t>(slot)] = list.get(i);
-      }
-    } else {
-      for (uint32_t i = 0; i < num_outputs; ++i) {
-        int32_t slot = plan.output_slots[step.outputs_begin + i];
-        if (slot >= 0) slots[static_cast<size_t>(slot)] = std::move(stack[i]);
-      }
-    }
-    for (uint32_t r = step.releases_begin; r < step.releases_end; ++r) {
-      slots[static_cast<size_t>(plan.releases[r])] = c10::IValue();
-    }
-  }
-
+  for (const exec::Step& step : plan.steps) exec::run_step(state, step);
   std::vector<at::Tensor> outputs;
   outputs.reserve(plan.graph_output_slots.size());
   for (int32_t slot : plan.graph_output_slots) {
-    outputs.push_back(slots[static_cast<size_t>(slot)].toTensor());
+    outputs.push_back(state.slots[static_cast<size_t>(slot)].toTensor());
   }
   return outputs;
 }

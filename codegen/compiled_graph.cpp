@@ -146,6 +146,7 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
     runners.push_back([exec](const std::vector<at::Tensor>& in) { return exec->run(in); });
     into_runners.emplace_back();
   }
+  compiled->kernel_of_group_ = kernel_of_group;
   compiled->program_->memory = graph::plan_memory(
       fusion.outer, [&](const graph::Node& node) { return output_storage(node, kernel_of_group); });
   auto executor = AtenExecutor::build(fusion.outer, std::move(runners), std::move(into_runners),
@@ -157,6 +158,15 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
 
 std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs) const {
   return executor_->run(inputs);
+}
+
+int CompiledGraph::lower_run_begin(GlueProgram& program, int64_t frame_slot,
+                                   int64_t fail_code) const {
+  return executor_->lower_run_begin(program, frame_slot, fail_code);
+}
+
+void CompiledGraph::lower_run_steps(GlueProgram& program, int frame, int64_t fail_code) const {
+  executor_->lower_run_steps(program, frame, fail_code, kernel_of_group_);
 }
 
 const graph::MemoryPlan* CompiledGraph::memory_plan() const {

@@ -95,12 +95,24 @@ void CpuKernel::run_into(const std::vector<at::Tensor>& inputs,
     check_tensor(outputs[i], outputs_[i], kernel_.name, "output", i);
     buffers.push_back(outputs[i].data_ptr());
   }
+  run_buffers(buffers.data());
+}
+
+bool CpuKernel::runs_in_one_call() const {
+  for (const LoopBuffer& b : kernel_.buffers) {
+    if (b.role == BufferRole::Temp) return false;
+  }
+  return kernel_.parallel_extent() <= std::max<int64_t>(1, kGrainElements / work_per_iteration_);
+}
+
+void CpuKernel::run_buffers(void* const* buffers) const {
+  size_t count = inputs_.size() + outputs_.size();
   CpuKernelFunction function = compiled_.function;
   int64_t extent = kernel_.parallel_extent();
   int64_t grain = std::max<int64_t>(1, kGrainElements / work_per_iteration_);
   // Each chunk of the parallel loop gets its own temporaries (row scratch space).
   auto run_chunk = [&](int64_t begin, int64_t end) {
-    std::vector<void*> args = buffers;
+    std::vector<void*> args(buffers, buffers + count);
     std::vector<std::unique_ptr<char[]>> temps;
     for (const LoopBuffer& b : kernel_.buffers) {
       if (b.role != BufferRole::Temp) continue;

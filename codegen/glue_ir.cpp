@@ -55,6 +55,13 @@ int GlueProgram::call(int helper, std::vector<int> arguments) {
   return define(std::move(instr));
 }
 
+int GlueProgram::slot_address(int64_t slot) {
+  GlueInstr instr;
+  instr.op = GlueOp::SlotAddr;
+  instr.immediate = slot;
+  return define(std::move(instr));
+}
+
 void GlueProgram::store(int64_t slot, int value) {
   GlueInstr instr;
   instr.op = GlueOp::Store;

@@ -234,7 +234,7 @@ class Parser {
       if (!op || !glue_op_defines_value(*op)) {
         fail_at(op_at,
                 "expected an operation that defines a value (param, const, load, load32, "
-                "and, call)");
+                "and, call, slot_addr)");
       }
       // Registered after the operands, so an instruction cannot use its own value.
       values_[name] = definition(*op);
@@ -275,6 +275,8 @@ class Parser {
       }
       case GlueOp::Call:
         return call();
+      case GlueOp::SlotAddr:
+        return program_.slot_address(number("a slot index"));
       default:
         fail("internal: not a defining operation");
     }

@@ -40,6 +40,7 @@ void print_instr(const GlueProgram& program, const GlueInstr& instr, int defined
   };
   switch (instr.op) {
     case GlueOp::Param:
+    case GlueOp::SlotAddr:
       out += " " + std::to_string(instr.immediate);
       break;
     case GlueOp::Const:

@@ -79,6 +79,7 @@ class Verifier {
         in_range(where, "param index", instr.immediate, program_.param_count);
         break;
       case GlueOp::Store:
+      case GlueOp::SlotAddr:
         in_range(where, "slot", instr.immediate, program_.slot_count);
         break;
       case GlueOp::Load:

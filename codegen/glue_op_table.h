@@ -32,6 +32,7 @@ inline constexpr GlueOpInfo kGlueOps[] = {
     {GlueOp::CheckNe, "check_ne", 2},
     {GlueOp::CheckNonZero, "check_nonzero", 1},
     {GlueOp::CheckUlt, "check_ult", 2},
+    {GlueOp::SlotAddr, "slot_addr", 0},
 };
 
 inline constexpr size_t kGlueOpCount = sizeof(kGlueOps) / sizeof(kGlueOps[0]);
@@ -64,7 +65,7 @@ constexpr bool glue_op_table_in_order() {
   return true;
 }
 static_assert(glue_op_table_in_order(), "kGlueOps must list the ops in GlueOp's order");
-static_assert(kGlueOpCount == static_cast<size_t>(GlueOp::CheckUlt) + 1,
+static_assert(kGlueOpCount == static_cast<size_t>(GlueOp::SlotAddr) + 1,
               "kGlueOps must list every GlueOp");
 
 }  // namespace dynvm::codegen

@@ -115,6 +115,11 @@ class GlueLowering {
         values_.push_back(call);
         return;
       }
+      case GlueOp::SlotAddr:
+        values_.push_back(b_.CreatePtrToInt(
+            b_.CreateConstInBoundsGEP1_64(i64_, slots_, static_cast<uint64_t>(instr.immediate)),
+            i64_));
+        return;
       case GlueOp::Store:
         b_.CreateAlignedStore(
             operand(instr, 0),

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "dynvm/codegen/glue_jit.h"
+#include "dynvm/codegen/run_glue.h"
 #include "dynvm/vm/guard_eval.h"
 #include "dynvm/vm/source_resolver.h"
 
@@ -21,28 +22,23 @@ enum Param : int64_t {
   kLocalCount,
   kStack,  // PyObject* const*
   kStackCount,
+  kRunWanted,  // nonzero: run the graph after the guards (a native function)
   kParamCount
 };
 
-template <typename T>
-int64_t word(T* pointer) {
-  return static_cast<int64_t>(reinterpret_cast<intptr_t>(pointer));
-}
-template <typename T>
-T* pointer(int64_t w) {
-  return reinterpret_cast<T*>(static_cast<intptr_t>(w));
-}
+using codegen::glue_pointer;
+using codegen::glue_word;
 
 // Helpers the compiled code calls. They never throw and leave no Python error set.
 
 // A new reference to the source `entry` of a table, read from its resolved `base`, or 0.
 int64_t glue_read_source(int64_t entry, int64_t base, int64_t inputs) noexcept {
   try {
-    PyObject* value =
-        vm::read_source_entry(*pointer<const vm::SourceTable::Entry>(entry),
-                              pointer<PyObject>(base), *pointer<const vm::FrameInputs>(inputs));
+    PyObject* value = vm::read_source_entry(*glue_pointer<const vm::SourceTable::Entry>(entry),
+                                            glue_pointer<PyObject>(base),
+                                            *glue_pointer<const vm::FrameInputs>(inputs));
     if (value == nullptr && PyErr_Occurred()) PyErr_Clear();
-    return word(value);
+    return glue_word(value);
   } catch (...) {
     if (PyErr_Occurred()) PyErr_Clear();
     return 0;
@@ -52,7 +48,9 @@ int64_t glue_read_source(int64_t entry, int64_t base, int64_t inputs) noexcept {
 // 1 when `guard` holds for its resolved value (0 for the global-state kinds), else 0.
 int64_t glue_check_guard(int64_t guard, int64_t value) noexcept {
   try {
-    return vm::guard_check(*pointer<const vm::Guard>(guard), pointer<PyObject>(value)) ? 1 : 0;
+    return vm::guard_check(*glue_pointer<const vm::Guard>(guard), glue_pointer<PyObject>(value))
+               ? 1
+               : 0;
   } catch (...) {
     return 0;
   }
@@ -67,9 +65,15 @@ class GuardLowering {
     resolved_.assign(guards.sources().size(), -1);
   }
 
-  codegen::GlueProgram lower() {
+  codegen::GlueProgram lower(const GlueRun* run = nullptr, GlueRunSlots* slots = nullptr) {
     const std::vector<vm::Guard>& list = guards_.guards();
     for (size_t i = 0; i < list.size(); ++i) lower_guard(list[i], static_cast<int64_t>(i));
+    if (run != nullptr) {
+      program_.check_nonzero(param(kRunWanted), kGlueGuardsOnly);
+      *slots = lower_glue_run(
+          program_, *run, [this](int slot, int64_t fail) { return resolve(slot, fail); },
+          kGlueRunFailed);
+    }
     return std::move(program_);
   }
 
@@ -150,7 +154,7 @@ class GuardLowering {
   const vm::GuardSet& guards_;
   codegen::GlueProgram program_;
   std::vector<int> resolved_;  // per source slot: its value number once read, else -1
-  int params_[kParamCount] = {-1, -1, -1, -1, -1};
+  int params_[kParamCount] = {-1, -1, -1, -1, -1, -1};
 };
 
 }  // namespace
@@ -160,18 +164,21 @@ codegen::GlueProgram GuardGlue::lower(const vm::GuardSet& guards, const std::str
 }
 
 Expected<std::unique_ptr<GuardGlue>> GuardGlue::compile(const vm::GuardSet& guards,
-                                                        const std::string& name) {
-  codegen::GlueProgram program = lower(guards, name);
+                                                        const std::string& name,
+                                                        const GlueRun* run) {
+  GlueRunSlots slots;
+  codegen::GlueProgram program = GuardLowering(guards, name).lower(run, &slots);
   Expected<codegen::CompiledGlue> compiled = codegen::compile_glue(program);
   if (!compiled) return compiled.error();
   std::unique_ptr<GuardGlue> glue(new GuardGlue(guards));
   glue->function_ = compiled->function;
   glue->compile_ms_ = compiled->milliseconds;
   glue->slot_count_ = program.slot_count;
+  glue->run_slots_ = run != nullptr ? slots : GlueRunSlots{program.slot_count, -1, -1};
   return glue;
 }
 
-int64_t* GlueValues::reset(int count) {
+int64_t* GlueValues::reset(int count, int refs, int frame_slot, int result_slot) {
   release();
   if (count > kInlineSlots) {
     heap_.reset(new int64_t[static_cast<size_t>(count)]);
@@ -181,7 +188,43 @@ int64_t* GlueValues::reset(int count) {
   }
   std::fill(words_, words_ + count, 0);
   count_ = count;
+  refs_ = refs;
+  frame_slot_ = frame_slot;
+  result_slot_ = result_slot;
   return words_;
+}
+
+void GlueValues::release() {
+  for (int i = 0; i < refs_ && i < count_; ++i) {
+    Py_XDECREF(reinterpret_cast<PyObject*>(words_[i]));
+  }
+  if (frame_slot_ >= 0 && frame_slot_ < count_) codegen::delete_run_frame(frame());
+  count_ = 0;
+  refs_ = 0;
+  frame_slot_ = -1;
+  result_slot_ = -1;
+  run_ = Run::None;
+}
+
+codegen::RunFrame* GlueValues::frame() const {
+  return frame_slot_ >= 0 && frame_slot_ < count_
+             ? reinterpret_cast<codegen::RunFrame*>(static_cast<intptr_t>(words_[frame_slot_]))
+             : nullptr;
+}
+
+PyObject* GlueValues::take_result() {
+  if (result_slot_ < 0 || result_slot_ >= count_) return nullptr;
+  PyObject* result = reinterpret_cast<PyObject*>(static_cast<intptr_t>(words_[result_slot_]));
+  words_[result_slot_] = 0;
+  return result;
+}
+
+int64_t GuardGlue::call(const vm::FrameInputs& inputs, GlueValues* values, bool run) const {
+  int64_t params[kParamCount] = {glue_word(&inputs), glue_word(inputs.locals),
+                                 inputs.local_count, glue_word(inputs.stack),
+                                 inputs.stack_count, run ? 1 : 0};
+  return function_(params, values->reset(slot_count_, run_slots_.ref_slots, run_slots_.frame_slot,
+                                         run_slots_.result_slot));
 }
 
 int64_t GuardGlue::first_failure(const vm::FrameInputs& inputs, GlueValues* keep) const {
@@ -190,19 +233,41 @@ int64_t GuardGlue::first_failure(const vm::FrameInputs& inputs, GlueValues* keep
     vm::GuardFailure why;
     return vm::guards_hold(guards_, inputs, &why) ? -1 : static_cast<int64_t>(why.index);
   }
-  int64_t params[kParamCount] = {word(&inputs), word(inputs.locals), inputs.local_count,
-                                 word(inputs.stack), inputs.stack_count};
   GlueValues scratch;  // released on return unless the caller keeps the values
   GlueValues* values = keep != nullptr ? keep : &scratch;
-  int64_t failed = function_(params, values->reset(slot_count_));
-  if (failed == codegen::kGluePassed) return -1;
+  int64_t failed = call(inputs, values, false);
+  if (failed == codegen::kGluePassed || failed == kGlueGuardsOnly) return -1;
   values->release();
   return failed;
+}
+
+int64_t GuardGlue::check_and_run(const vm::FrameInputs& inputs, GlueValues* values) const {
+  if (PyErr_Occurred() || !runs()) {
+    int64_t failed = first_failure(inputs, values);
+    return failed;  // values->run() stays None: the caller runs the graph itself
+  }
+  int64_t code = call(inputs, values, true);
+  if (code == codegen::kGluePassed) {
+    values->run_ = GlueValues::Run::Done;
+    return -1;
+  }
+  if (code == kGlueRunFailed) {
+    codegen::RunFrame* frame = values->frame();
+    std::string error = frame != nullptr ? codegen::run_frame_error(*frame) : "out of memory";
+    values->release();
+    values->run_ = GlueValues::Run::Failed;
+    values->run_error_ = error.empty() ? "dynvm: the compiled run failed" : error;
+    return kGlueRunFailed;
+  }
+  values->release();
+  return code;
 }
 
 const GuardGluePolicy& guard_glue_policy() {
   static const GuardGluePolicy policy = [] {
     GuardGluePolicy p;
+    const char* run = std::getenv("DYNVM_GLUE_RUN");
+    p.run = run == nullptr || std::strcmp(run, "off") != 0;
     const char* setting = std::getenv("DYNVM_GUARD_GLUE");
     if (setting == nullptr || *setting == '\0') return p;
     if (std::strcmp(setting, "off") == 0) {

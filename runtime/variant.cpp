@@ -9,7 +9,9 @@
 #include <utility>
 
 #include "dynvm/codegen/compiled_graph.h"
+#include "dynvm/codegen/run_glue.h"
 #include "dynvm/runtime/compiled_function.h"
+#include "dynvm/runtime/frame_hook.h"
 #include "dynvm/vm/source_resolver.h"
 
 namespace dynvm::runtime {
@@ -29,7 +31,8 @@ std::string Variant::why_not_fused() const { return executor_ ? executor_->why_n
 
 void Variant::compile_guards() const {
   checks_before_glue_ = -1;
-  auto glue = GuardGlue::compile(trace_.guards, "guards");
+  const GlueRun* run = glue_run_.graph != nullptr ? &glue_run_ : nullptr;
+  auto glue = GuardGlue::compile(trace_.guards, run ? "variant" : "guards", run);
   if (!glue) return;  // no JIT here: the interpreter serves
   glue_ = std::move(glue).value();
   ++counters().guard_glues;
@@ -39,6 +42,12 @@ bool Variant::guards_hold(const vm::FrameInputs& inputs, vm::GuardFailure* why,
                           GlueValues* keep) const {
   if (why == nullptr) {
     if (!glue_ && checks_before_glue_ >= 0 && checks_before_glue_-- == 0) compile_guards();
+    if (glue_ && keep != nullptr && glue_->runs()) {
+      HookPause pause;  // the graph's run, as in run()
+      int64_t code = glue_->check_and_run(inputs, keep);
+      if (keep->run() == GlueValues::Run::Done) ++counters().glue_runs;
+      return code < 0 || code == kGlueRunFailed;
+    }
     if (glue_) return glue_->first_failure(inputs, keep) < 0;
   }
   return vm::guards_hold(trace_.guards, inputs, why);
@@ -48,17 +57,27 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
   std::unique_ptr<Variant> v(new Variant(std::move(trace)));
   const GuardGluePolicy& policy = guard_glue_policy();
   v->checks_before_glue_ = policy.enabled ? policy.after_checks : -1;
-  if (v->checks_before_glue_ == 0) v->compile_guards();
-  if (v->eager()) return v;
-  auto executor =
-      codegen::CompiledGraph::build(v->trace_.graph, backend, v->trace_.grad_enabled_at_start);
-  if (!executor) return executor.error();
-  v->executor_ = std::move(executor).value();
-  for (const vm::InputBinding& binding : v->trace_.inputs) {
-    v->input_slots_.push_back(binding.source ? v->input_sources_.intern(binding.source) : -1);
-    v->guard_slots_.push_back(
-        binding.source ? v->trace_.guards.sources().find(binding.source->to_string()) : -1);
+  if (!v->eager()) {
+    auto executor =
+        codegen::CompiledGraph::build(v->trace_.graph, backend, v->trace_.grad_enabled_at_start);
+    if (!executor) return executor.error();
+    v->executor_ = std::move(executor).value();
+    bool bindable = true;  // every graph input comes from a guarded source or is captured
+    for (const vm::InputBinding& binding : v->trace_.inputs) {
+      v->input_slots_.push_back(binding.source ? v->input_sources_.intern(binding.source) : -1);
+      int guarded =
+          binding.source ? v->trace_.guards.sources().find(binding.source->to_string()) : -1;
+      v->guard_slots_.push_back(guarded);
+      v->glue_run_.input_sources.push_back(guarded);
+      v->glue_run_.captured.push_back(binding.source ? nullptr : binding.captured.get());
+      bindable = bindable && (guarded >= 0 || (!binding.source && binding.captured));
+    }
+    if (policy.run && bindable) {
+      v->glue_run_.graph = v->executor_.get();
+      v->glue_run_.pack = packable(v->trace_) ? &v->trace_.output : nullptr;
+    }
   }
+  if (v->checks_before_glue_ == 0) v->compile_guards();
   return v;
 }
 
@@ -295,9 +314,23 @@ PyObject* Variant::run(const vm::FrameInputs& inputs) const {
   return outcome.value.release();
 }
 
-bool Variant::run(const vm::FrameInputs& inputs, Outcome* out, const GlueValues* checked) const {
+bool Variant::run(const vm::FrameInputs& inputs, Outcome* out, GlueValues* checked) const {
+  if (checked != nullptr && checked->run() == GlueValues::Run::Failed) {
+    PyErr_SetString(PyExc_RuntimeError, checked->run_error().c_str());
+    return false;
+  }
+  if (checked != nullptr && checked->run() == GlueValues::Run::Done) {
+    out->value = PyRef::steal(checked->take_result());
+    if (out->value) return true;  // the glue packed it
+    return finish(inputs, codegen::run_frame_outputs(*checked->frame()), out);
+  }
   std::vector<at::Tensor> outputs;
   if (!run_graph(inputs, checked, &outputs)) return false;
+  return finish(inputs, outputs, out);
+}
+
+bool Variant::finish(const vm::FrameInputs& inputs, const std::vector<at::Tensor>& outputs,
+                     Outcome* out) const {
   Memo memo;
   if (!trace_.resume) {
     out->value = PyRef::steal(rebuild(trace_.output, outputs, inputs, &memo));

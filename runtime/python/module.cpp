@@ -17,12 +17,12 @@ namespace {
 // counters() -> dict of the process-wide counters.
 PyObject* module_counters(PyObject*, PyObject*) {
   const dynvm::runtime::Counters& c = dynvm::runtime::counters();
-  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "frames_traced",
-                       (long long)c.frames_traced, "cache_hits", (long long)c.cache_hits,
-                       "graph_breaks", (long long)c.graph_breaks, "recompiles",
-                       (long long)c.recompiles, "eager_calls", (long long)c.eager_calls, "kernels",
-                       (long long)c.kernels, "graph_failures", (long long)c.graph_failures,
-                       "guard_glues", (long long)c.guard_glues);
+  return Py_BuildValue(
+      "{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "frames_traced", (long long)c.frames_traced,
+      "cache_hits", (long long)c.cache_hits, "graph_breaks", (long long)c.graph_breaks,
+      "recompiles", (long long)c.recompiles, "eager_calls", (long long)c.eager_calls, "kernels",
+      (long long)c.kernels, "graph_failures", (long long)c.graph_failures, "guard_glues",
+      (long long)c.guard_glues, "glue_runs", (long long)c.glue_runs);
 }
 
 // reset(): drops every compiled variant and zeroes the counters.

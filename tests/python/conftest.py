@@ -1,6 +1,10 @@
 """Shared pytest setup of the Python suites: every test starts from a clean dynvm
 (no compiled variants, counters at zero)."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 try:
@@ -30,3 +34,9 @@ needs_codegen = pytest.mark.skipif(
     dynvm is None or not codegen_built(),
     reason="this build has no CPU code generator (LLVM was not found)",
 )
+
+
+def run_python(code, **env):
+    """Runs `code` in a fresh interpreter (this one) with `env` added to the environment."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, **env), timeout=300)

@@ -10,7 +10,7 @@ import sys
 import torch
 
 import dynvm
-from conftest import needs_codegen
+from conftest import needs_codegen, run_python
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 
@@ -23,12 +23,6 @@ class Scale(torch.nn.Module):
 
     def forward(self, x):
         return x * self.weight * self.factor
-
-
-def _run(code, **env):
-    full_env = dict(os.environ, **env)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=full_env, timeout=300)
 
 
 @needs_codegen
@@ -59,7 +53,7 @@ def test_dynvm_guard_glue_off_never_compiles_guards():
         "x = torch.randn(3)\n"
         "for _ in range(10): assert torch.equal(f(x), x + 1)\n"
         "print(dynvm.counters['guard_glues'], dynvm.counters['cache_hits'])\n")
-    result = _run(code, DYNVM_GUARD_GLUE="off")
+    result = run_python(code, DYNVM_GUARD_GLUE="off")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0", "9"]
 
@@ -71,7 +65,7 @@ def test_dynvm_guard_glue_0_compiles_when_the_variant_is_built():
         "f = dynvm.compile(lambda x: x + 1, backend='eager')\n"
         "f(torch.randn(3))\n"
         "print(dynvm.counters['guard_glues'])\n")
-    result = _run(code, DYNVM_GUARD_GLUE="0")
+    result = run_python(code, DYNVM_GUARD_GLUE="0")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["1"]
 
@@ -93,9 +87,12 @@ def test_dynvm_logs_glue_prints_the_program_and_its_llvm_ir():
         "import torch, dynvm\n"
         "f = dynvm.compile(lambda x: x * 2, backend='eager')\n"
         "f(torch.randn(3))\n")
-    result = _run(code, DYNVM_GUARD_GLUE="0", DYNVM_LOGS="glue")
+    result = run_python(code, DYNVM_GUARD_GLUE="0", DYNVM_LOGS="glue")
     assert result.returncode == 0, result.stderr
-    assert "[dynvm glue] guards:\nglue guards params 5 slots " in result.stderr
-    assert "helper check_guard 2" in result.stderr
-    assert "[dynvm glue] guards LLVM IR:" in result.stderr
+    # The variant's native function: its guards, then the run of its graph.
+    assert "[dynvm glue] variant:\nglue variant params 6 slots " in result.stderr
+    for helper in ("check_guard 2", "begin_run 2", "bind_input 3", "run_step 2",
+                   "wrap_output 2"):
+        assert "helper " + helper + "\n" in result.stderr, helper
+    assert "[dynvm glue] variant LLVM IR:" in result.stderr
     assert "define i64 @dynvm_glue_" in result.stderr

@@ -85,6 +85,27 @@ TEST_CASE("glue IR: print(parse(text)) == text for every op", "[codegen][glue_ir
   CHECK(program.body[18].fail_code == 5);
 }
 
+TEST_CASE("glue IR: slot_addr prints, parses and is range-checked", "[codegen][glue_ir]") {
+  const std::string text =
+      "glue arrays params 0 slots 3\n"
+      "helper fill 2\n"
+      "  %0 = slot_addr 1\n"
+      "  %1 = const 2\n"
+      "  %2 = call fill(%0, %1)\n"
+      "  check_nonzero %2 else 0\n"
+      "end\n";
+  GlueProgram program = parse_ok(text);
+  CHECK(to_text(program) == text);
+  CHECK(verify_glue_program(program).empty());
+  REQUIRE(program.body.size() == 4);
+  CHECK(program.body[0].op == GlueOp::SlotAddr);
+  CHECK(program.body[0].immediate == 1);
+  CHECK(program.body[0].defines_value());
+  program.body[0].immediate = 3;
+  CHECK(verify_glue_program(program) ==
+        std::vector<std::string>{"instruction 0 (slot_addr): slot 3 is outside [0, 3)"});
+}
+
 TEST_CASE("glue IR: free value names are renumbered in definition order", "[codegen][glue_ir]") {
   const char* input = R"(
 # a comment before the header
@@ -221,7 +242,7 @@ TEST_CASE("glue IR: parse errors name line:column and what was expected", "[code
   // Ops in the wrong place, unknown ops, a missing `else`.
   CHECK(parse_error(header + "  %a = param 0\n  %s = store 0, %a\nend\n") ==
         "3:8: expected an operation that defines a value (param, const, load, load32, and, "
-        "call), found 'store 0, %a'");
+        "call, slot_addr), found 'store 0, %a'");
   CHECK(parse_error(header + "  param 0\nend\n") ==
         "2:3: expected an instruction (%name = ..., store, check_eq, check_ne, check_nonzero, "
         "check_ult) or 'end', found 'param 0'");

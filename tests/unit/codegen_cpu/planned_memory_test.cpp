@@ -22,6 +22,8 @@
 namespace dynvm::codegen {
 namespace {
 
+using testing::check_close;
+using testing::compile;
 using testing::parse;
 using testing::random_input;
 
@@ -43,59 +45,12 @@ graph(%x: f32[32, 32] cpu, %w: f32[32, 32] cpu):
   return (%8, %4)
 )";
 
-// A group with one planned and one returned output, a row sum and a softmax read by
-// matmuls (reduction outputs written into reused memory), a transposed planned output
-// and an int64 intermediate, in one arena.
-constexpr const char* kMixed = R"(
-graph(%x: f32[16, 64] cpu, %w: f32[64, 64] cpu, %ix: i64[16] cpu, %row: f32[1, 64] cpu):
-  %0: f32[16, 64] cpu = aten::exp(%x)
-  %1: f32[16, 64] cpu = aten::neg(%0)
-  %2: f32[16, 64] cpu = aten::mm(%0, %w)
-  %3: f32[16, 1] cpu = aten::amax(%2, [-1], True)
-  %4: f32[16, 64] cpu = aten::sub.Tensor(%2, %3)
-  %5: f32[16, 64] cpu = aten::exp(%4)
-  %6: f32[16, 1] cpu = aten::sum.dim_IntList(%5, [-1], True)
-  %7: f32[16, 64] cpu = aten::div.Tensor(%5, %6)
-  %8: f32[16, 64] cpu = aten::mm(%7, %w)
-  %9: f32[64, 16]{1, 64} cpu = aten::t(%8)
-  %10: f32[64, 16]{1, 64} cpu = aten::tanh(%9)
-  %11: f32[64, 64] cpu = aten::mm(%10, %1)
-  %12: i64[16] cpu = aten::mul.Scalar(%ix, 3)
-  %13: i64[16] cpu = aten::abs(%12)
-  %14: f32[16, 64] cpu = aten::index_select(%11, 0, %13)
-  %15: f32[16, 64] cpu = aten::sigmoid(%14)
-  %16: f32[16, 1] cpu = aten::sum.dim_IntList(%15, [-1], True)
-  %17: f32[16, 64] cpu = aten::mm(%16, %row)
-  %18: f32[16, 64] cpu = aten::relu(%17)
-  return (%1, %18)
-)";
-
-std::unique_ptr<CompiledGraph> compile(const graph::Graph& graph, const std::string& backend) {
-  Expected<std::unique_ptr<CompiledGraph>> compiled =
-      CompiledGraph::build(graph, backend, /*grad_enabled=*/false);
-  if (!compiled) FAIL("build: " << compiled.error().message);
-  return std::move(compiled).value();
-}
-
 std::vector<at::Tensor> random_inputs(const graph::Graph& graph, int64_t seed) {
   std::vector<at::Tensor> inputs;
   for (const graph::Value* input : graph.inputs()) {
     inputs.push_back(random_input(*input->meta(), seed++));
   }
   return inputs;
-}
-
-// Kernels and ATen round differently and the matmuls amplify it: errors are measured
-// against the largest magnitude of the expected values.
-void check_close(const std::vector<at::Tensor>& actual, const std::vector<at::Tensor>& expected) {
-  REQUIRE(actual.size() == expected.size());
-  for (size_t i = 0; i < actual.size(); ++i) {
-    INFO("output " << i);
-    REQUIRE(actual[i].sizes() == expected[i].sizes());
-    double error = (actual[i] - expected[i]).abs().max().item<double>();
-    double scale = std::max(1.0, expected[i].abs().max().item<double>());
-    CHECK(error <= 1e-5 * scale);
-  }
 }
 
 // The bytes a tensor's elements occupy.
@@ -123,7 +78,7 @@ void check_outputs_apart(const std::vector<at::Tensor>& outputs) {
 
 TEST_CASE("planned memory: fused groups writing into shared slots compute what eager does",
           "[codegen_cpu][planned_memory]") {
-  for (const char* text : {kChain, kMixed}) {
+  for (const char* text : {kChain, testing::kMixed}) {
     INFO(text);
     graph::Graph graph = parse(text);
     std::unique_ptr<CompiledGraph> fused = compile(graph, "dynvm");
@@ -175,7 +130,7 @@ TEST_CASE("planned memory: one arena serves every run", "[codegen_cpu][planned_m
 
 TEST_CASE("planned memory: outputs are fresh and survive later runs",
           "[codegen_cpu][planned_memory]") {
-  for (const char* text : {kChain, kMixed}) {
+  for (const char* text : {kChain, testing::kMixed}) {
     INFO(text);
     graph::Graph graph = parse(text);
     std::unique_ptr<CompiledGraph> fused = compile(graph, "dynvm");

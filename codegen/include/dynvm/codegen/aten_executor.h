@@ -21,6 +21,9 @@ struct MemoryPlan;
 
 namespace dynvm::codegen {
 
+class CpuKernel;
+struct GlueProgram;
+
 // The pseudo-operator `dynvm::set_grad_enabled(bool)`: no outputs; switches at::GradMode
 // for the nodes after it.
 inline constexpr std::string_view kSetGradEnabledOp = "dynvm::set_grad_enabled";
@@ -82,8 +85,19 @@ class AtenExecutor {
   size_t planned_outputs() const;
   size_t arena_allocations() const;
 
-  // The prepared steps, and the arena kept across runs with who holds it; defined where
-  // they are built and run (aten_executor.cpp).
+  // The run as glue (run_glue.h), for a variant's native function. lower_run_begin appends a
+  // call that starts a run (a RunFrame, stored in slot `frame_slot`, which the caller deletes
+  // with delete_run_frame whatever the function returns) and returns the value holding it.
+  // lower_run_steps then appends every step in order: fused groups with a kernel in
+  // `kernel_of_group` (by group number; nullptr: run as in run()) get their outputs allocated
+  // and their kernel called from the glue, everything else is one helper call running the
+  // step as run() would. Any failure returns `fail_code` with the message in the frame.
+  int lower_run_begin(GlueProgram& program, int64_t frame_slot, int64_t fail_code) const;
+  void lower_run_steps(GlueProgram& program, int frame, int64_t fail_code,
+                       const std::vector<const CpuKernel*>& kernel_of_group) const;
+
+  // The prepared steps, and the arena kept across runs with who holds it; defined in
+  // aten_plan.h.
   struct Plan;
   struct ArenaCache;
 

@@ -25,6 +25,7 @@ namespace dynvm::codegen {
 
 class AtenExecutor;
 class CpuKernel;
+struct GlueProgram;
 
 class CompiledGraph {
  public:
@@ -56,6 +57,10 @@ class CompiledGraph {
   int64_t arena_bytes() const;
   size_t planned_outputs() const;
   size_t arena_allocations() const;
+  // The run as glue, kernels called directly (AtenExecutor::lower_run_begin and
+  // lower_run_steps; run_glue.h).
+  int lower_run_begin(GlueProgram& program, int64_t frame_slot, int64_t fail_code) const;
+  void lower_run_steps(GlueProgram& program, int frame, int64_t fail_code) const;
   // Graphviz of what runs: the graph after the passes with every fused group drawn as a
   // cluster and extern calls (ATen) marked; `graph` itself when nothing was fused.
   std::string to_dot(const graph::Graph& graph, const std::string& name) const;
@@ -65,6 +70,7 @@ class CompiledGraph {
 
   std::unique_ptr<AtenExecutor> executor_;
   std::vector<std::shared_ptr<CpuKernel>> kernels_;
+  std::vector<const CpuKernel*> kernel_of_group_;  // nullptr: the group runs through ATen
   std::vector<std::unique_ptr<AtenExecutor>> fallback_groups_;
   struct Program;
   std::unique_ptr<Program> program_;

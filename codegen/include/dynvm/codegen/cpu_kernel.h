@@ -37,6 +37,15 @@ class CpuKernel {
   void run_into(const std::vector<at::Tensor>& inputs,
                 const std::vector<at::Tensor>& outputs) const;
 
+  // The same on data pointers (inputs, then outputs) that the caller checked: the parallel
+  // loop split across threads, with temporaries per chunk.
+  void run_buffers(void* const* buffers) const;
+  // Whether the whole loop runs in one call of the compiled function with the inputs' and
+  // outputs' data pointers only (no temporaries, too little work to split), so that a caller
+  // may call compilation().function(buffers, nullptr, 0, parallel_extent()) itself.
+  bool runs_in_one_call() const;
+  int64_t parallel_extent() const { return kernel_.parallel_extent(); }
+
   // The dtype, sizes and strides run() takes and gives, as the group was compiled.
   const std::vector<graph::TensorMeta>& input_metas() const { return inputs_; }
   const std::vector<graph::TensorMeta>& output_metas() const { return outputs_; }

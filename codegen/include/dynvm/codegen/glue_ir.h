@@ -30,6 +30,16 @@
 
 namespace dynvm::codegen {
 
+// A pointer as a glue word, and a word as a pointer: what helpers take and return.
+template <typename T>
+int64_t glue_word(T* pointer) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(pointer));
+}
+template <typename T>
+T* glue_pointer(int64_t word) {
+  return reinterpret_cast<T*>(static_cast<intptr_t>(word));
+}
+
 // What a glue function returns when every check held.
 constexpr int64_t kGluePassed = -1;
 
@@ -40,7 +50,8 @@ using GlueFunction = int64_t (*)(const int64_t* params, int64_t* slots);
 
 // A function the program calls: `arity` word arguments, one word result (a C function
 // `int64_t name(int64_t, ...)` or one whose arguments and result are pointers or integers
-// of 64 bits).
+// of 64 bits). A helper called only for its effect may return void; the value its call
+// defines is then meaningless and must not be used.
 struct GlueHelper {
   std::string name;  // an identifier, unique in the program
   int arity = 0;
@@ -59,13 +70,14 @@ enum class GlueOp : uint8_t {
   CheckNe,       //      check_ne %a, %b else F
   CheckNonZero,  //      check_nonzero %a else F
   CheckUlt,      //      check_ult %a, %b else F      unsigned %a < %b
+  SlotAddr,      // %r = slot_addr S         the address of slots[S] (an array a helper fills)
 };
 
 struct GlueInstr {
   GlueOp op = GlueOp::Const;
   std::vector<int> operands;  // value numbers, in the order the text shows them
-  // Param: the parameter's index. Const: the word. Load/Load32: the byte offset. Store: the
-  // slot. Unused otherwise.
+  // Param: the parameter's index. Const: the word. Load/Load32: the byte offset. Store and
+  // SlotAddr: the slot. Unused otherwise.
   int64_t immediate = 0;
   int helper = -1;        // Call: index into GlueProgram::helpers
   int64_t fail_code = 0;  // Check*: what the function returns when the check fails (>= 0)
@@ -74,7 +86,8 @@ struct GlueInstr {
   // order of their definitions: the k-th defining instruction defines %k.
   bool defines_value() const {
     return op == GlueOp::Param || op == GlueOp::Const || op == GlueOp::Load ||
-           op == GlueOp::Load32 || op == GlueOp::And || op == GlueOp::Call;
+           op == GlueOp::Load32 || op == GlueOp::And || op == GlueOp::Call ||
+           op == GlueOp::SlotAddr;
   }
 };
 
@@ -96,6 +109,7 @@ struct GlueProgram {
   int bit_and(int a, int b);
   // `helper` must have been added with add_helper; operands as many as its arity.
   int call(int helper, std::vector<int> arguments);
+  int slot_address(int64_t slot);
   void store(int64_t slot, int value);
   void check_eq(int a, int b, int64_t fail_code);
   void check_ne(int a, int b, int64_t fail_code);

@@ -33,6 +33,7 @@ struct Counters {
   int64_t kernels = 0;         // fused groups compiled to kernels (backend "dynvm")
   int64_t graph_failures = 0;  // graphs that raised at run time (the part then ran eagerly)
   int64_t guard_glues = 0;     // variants whose guards were compiled (guard_glue.h)
+  int64_t glue_runs = 0;       // calls whose graph ran inside a native function (variant_glue.h)
 };
 Counters& counters();
 void reset_all();

@@ -12,14 +12,26 @@
 #include <vector>
 
 #include "dynvm/codegen/glue_ir.h"
+#include "dynvm/runtime/variant_glue.h"
 #include "dynvm/support/expected.h"
 #include "dynvm/vm/guard.h"
 
+namespace dynvm::codegen {
+class RunFrame;
+}
+
 namespace dynvm::runtime {
+
+// What a variant's native function returns besides kGluePassed and the index of the first
+// failing guard: the guards held and no run was asked for, or the run failed.
+constexpr int64_t kGlueGuardsOnly = int64_t{1} << 62;
+constexpr int64_t kGlueRunFailed = kGlueGuardsOnly + 1;
 
 // What a successful compiled check read: the value of every source a helper read (new
 // references, released when this is destroyed or reused), by the guard set's source slot, so
-// that the graph's inputs need not be read again. GIL held while it holds references.
+// that the graph's inputs need not be read again; and, when the native function also ran the
+// graph, the finished run (its frame, and the packed return value when the glue packed it) or
+// why it failed. GIL held while it holds references.
 class GlueValues {
  public:
   GlueValues() = default;
@@ -33,22 +45,36 @@ class GlueValues {
                ? reinterpret_cast<PyObject*>(static_cast<intptr_t>(words_[slot]))
                : nullptr;
   }
-  // Releases what is held; no slots are left.
-  void release() {
-    for (int i = 0; i < count_; ++i) Py_XDECREF(reinterpret_cast<PyObject*>(words_[i]));
-    count_ = 0;
-  }
+  // Releases what is held (the run's frame included); no slots are left.
+  void release();
+
+  enum class Run : uint8_t { None, Done, Failed };
+  // Whether the native function ran the graph for this call.
+  Run run() const { return run_; }
+  // Done: the finished run, whose outputs the caller may read.
+  codegen::RunFrame* frame() const;
+  // Done: the packed return value (a new reference the caller now owns), or nullptr when the
+  // glue did not pack it.
+  PyObject* take_result();
+  // Failed: the error.
+  const std::string& run_error() const { return run_error_; }
 
  private:
   friend class GuardGlue;
-  // Releases what is held and returns `count` zeroed slots for a compiled check to fill.
-  int64_t* reset(int count);
+  // Releases what is held and returns `count` zeroed slots for a compiled check to fill, of
+  // which the first `refs` hold references and `frame_slot` (when >= 0) a run frame.
+  int64_t* reset(int count, int refs, int frame_slot, int result_slot);
 
   static constexpr int kInlineSlots = 32;  // sets this small need no allocation
   int64_t inline_[kInlineSlots];
   std::unique_ptr<int64_t[]> heap_;
   int64_t* words_ = inline_;  // 0 or a new reference, per slot
   int count_ = 0;
+  int refs_ = 0;
+  int frame_slot_ = -1;
+  int result_slot_ = -1;
+  Run run_ = Run::None;
+  std::string run_error_;
 };
 
 class GuardGlue {
@@ -60,10 +86,13 @@ class GuardGlue {
   // program refers to `guards` by address: it must outlive any function compiled from it.
   static codegen::GlueProgram lower(const vm::GuardSet& guards, const std::string& name);
 
-  // Lowers and compiles (an Error when the JIT is unavailable). `guards` is borrowed and must
-  // outlive the result.
+  // Lowers and compiles (an Error when the JIT is unavailable). With `run`, the guards are
+  // followed by the run (variant_glue.h), which the function does when asked to: the
+  // variant's native function (check_and_run). `guards` and what `run` refers to are
+  // borrowed and must outlive the result.
   static Expected<std::unique_ptr<GuardGlue>> compile(const vm::GuardSet& guards,
-                                                      const std::string& name);
+                                                      const std::string& name,
+                                                      const GlueRun* run = nullptr);
 
   // GIL held. The index of the first guard that fails for this call, or -1 when all hold:
   // what vm::guards_hold decides, with the same side effects (attribute reads) in the same
@@ -73,14 +102,23 @@ class GuardGlue {
   int64_t first_failure(const vm::FrameInputs& inputs, GlueValues* keep = nullptr) const;
   bool holds(const vm::FrameInputs& inputs) const { return first_failure(inputs) < 0; }
 
+  // With a run compiled in: checks the guards and, when all hold, runs the graph. -1 when it
+  // ran (`values` holds the run), kGlueRunFailed when the run failed (values->run_error()
+  // says why), else the first failing guard's index.
+  int64_t check_and_run(const vm::FrameInputs& inputs, GlueValues* values) const;
+  bool runs() const { return run_slots_.frame_slot >= 0; }
+
   double compile_milliseconds() const { return compile_ms_; }
 
  private:
   GuardGlue(const vm::GuardSet& guards) : guards_(guards) {}
 
   const vm::GuardSet& guards_;
+  int64_t call(const vm::FrameInputs& inputs, GlueValues* values, bool run) const;
+
   codegen::GlueFunction function_ = nullptr;
   int slot_count_ = 0;
+  GlueRunSlots run_slots_;
   double compile_ms_ = 0;
 };
 
@@ -88,9 +126,11 @@ class GuardGlue {
 // them; a number N compiles a variant's guards after N checks
 // by the interpreter (0: when the variant is built). Default: 2, so a variant that is only
 // ever used once costs no compilation.
+// DYNVM_GLUE_RUN=off keeps the graph's run out of the compiled function (guards only).
 struct GuardGluePolicy {
   bool enabled = true;
   int after_checks = 2;
+  bool run = true;
 };
 const GuardGluePolicy& guard_glue_policy();
 

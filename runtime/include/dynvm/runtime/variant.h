@@ -39,11 +39,14 @@ class Variant {
   // (guard_glue.h) once the variant has been checked often enough (guard_glue_policy), else,
   // and whenever `why` asks for an explanation, through the interpreter (vm::guards_hold).
   // With `keep` (and compiled guards that hold), the values the check read are kept there
-  // for run(), which then does not read the graph's inputs again.
+  // for run(), which then does not read the graph's inputs again; when the variant's native
+  // function includes the run (variant_glue.h), it runs the graph too and `keep` holds the
+  // finished run, which run() only packs.
   bool guards_hold(const vm::FrameInputs& inputs, vm::GuardFailure* why = nullptr,
                    GlueValues* keep = nullptr) const;
-  // Whether this variant's guards run compiled now.
+  // Whether this variant's guards run compiled now, and whether that function runs the graph.
   bool guards_compiled() const { return glue_ != nullptr; }
+  bool run_compiled() const { return glue_ != nullptr && glue_->runs(); }
   // How long compiling them took (0 while they are not compiled).
   double guards_compile_milliseconds() const { return glue_ ? glue_->compile_milliseconds() : 0; }
   // Runs the graph on this call's inputs and rebuilds the return value: a new
@@ -61,7 +64,7 @@ class Variant {
   };
   // Runs the graph, replays the side effects and rebuilds the outcome; false with a
   // Python error set when something failed. `checked`: what guards_hold kept for this call.
-  bool run(const vm::FrameInputs& inputs, Outcome* out, const GlueValues* checked = nullptr) const;
+  bool run(const vm::FrameInputs& inputs, Outcome* out, GlueValues* checked = nullptr) const;
 
   // The trace stopped at a graph break (with or without a graph before it).
   bool breaks() const { return trace_.graph_break.has_value(); }
@@ -79,12 +82,15 @@ class Variant {
   explicit Variant(vm::Trace trace);
   bool run_graph(const vm::FrameInputs& inputs, const GlueValues* checked,
                  std::vector<at::Tensor>* outputs) const;
+  bool finish(const vm::FrameInputs& inputs, const std::vector<at::Tensor>& outputs,
+              Outcome* out) const;
   void compile_guards() const;
   vm::Trace trace_;
   std::unique_ptr<codegen::CompiledGraph> executor_;
   // Compiled guards, made on the policy's check (a cache: set from const methods, GIL held).
   mutable std::unique_ptr<GuardGlue> glue_;
   mutable int checks_before_glue_ = 0;  // interpreter checks left before compiling; -1: never
+  GlueRun glue_run_;  // what the native function runs after the guards (when it can)
   vm::SourceTable input_sources_;
   std::vector<int> input_slots_;  // per graph input: its slot in input_sources_, or -1
   std::vector<int> guard_slots_;  // per graph input: its slot in the guards' sources, or -1

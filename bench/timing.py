@@ -1,0 +1,24 @@
+"""Timing shared by the benchmarks: the best per-call time of a callable."""
+import time
+
+
+def seconds_per_call(fn, args, min_time=0.3, rounds=5, warmup=3):
+    """The fastest of `rounds` timed loops, each of as many calls (a power of two) as take
+    about min_time / rounds seconds, after `warmup` calls."""
+    for _ in range(warmup):
+        fn(*args)
+    calls = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        if time.perf_counter() - start >= min_time / rounds:
+            break
+        calls *= 2
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
