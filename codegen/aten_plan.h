@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dynvm/codegen/aten_executor.h"
@@ -149,7 +150,7 @@ class RunState {
   std::optional<ArenaLease> arena;
   std::vector<c10::IValue> slots;
   torch::jit::Stack stack;
-  GradModeRestorer restore_grad_mode;
+  std::optional<GradModeRestorer> restore_grad_mode{std::in_place};
 };
 
 // Runs `step` (of state.plan): its operator, fused group or grad-mode switch, with its
@@ -172,6 +173,9 @@ class RunFrame {
   // Kernel outputs no later step reads, kept alive until their step ends.
   std::vector<at::Tensor> unread;
   std::string error;
+  // After run_frame_finish: the graph's outputs; the state's slots and arena are released
+  // and the grad mode restored.
+  std::optional<std::vector<at::Tensor>> outputs;
 };
 
 }  // namespace dynvm::codegen

@@ -22,17 +22,28 @@ void run_frame_set_input(RunFrame& frame, size_t index, const at::Tensor& tensor
 }
 
 const at::Tensor& run_frame_output(const RunFrame& frame, size_t index) {
+  if (frame.outputs) return frame.outputs->at(index);
   int32_t slot = frame.state.plan.graph_output_slots.at(index);
   return frame.state.slots[static_cast<size_t>(slot)].toTensor();
 }
 
 std::vector<at::Tensor> run_frame_outputs(const RunFrame& frame) {
+  if (frame.outputs) return *frame.outputs;
   std::vector<at::Tensor> outputs;
   outputs.reserve(frame.state.plan.graph_output_slots.size());
   for (size_t i = 0; i < frame.state.plan.graph_output_slots.size(); ++i) {
     outputs.push_back(run_frame_output(frame, i));
   }
   return outputs;
+}
+
+void run_frame_finish(RunFrame& frame) {
+  if (frame.outputs) return;
+  frame.outputs = run_frame_outputs(frame);
+  frame.unread.clear();
+  frame.state.slots.clear();
+  frame.state.arena.reset();  // after the slots: views of it may be among them
+  frame.state.restore_grad_mode.reset();
 }
 
 const std::string& run_frame_error(const RunFrame& frame) { return frame.error; }

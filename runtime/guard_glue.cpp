@@ -248,6 +248,7 @@ int64_t GuardGlue::check_and_run(const vm::FrameInputs& inputs, GlueValues* valu
   }
   int64_t code = call(inputs, values, true);
   if (code == codegen::kGluePassed) {
+    codegen::run_frame_finish(*values->frame());
     values->run_ = GlueValues::Run::Done;
     return -1;
   }

@@ -200,5 +200,33 @@ TEST_CASE("run glue: a failing step stops the run with its message; grad mode is
   }
 }
 
+TEST_CASE("run glue: finishing a run keeps its outputs and gives the caller's grad mode back",
+          "[codegen_cpu][run_glue]") {
+  graph::Graph graph = parse(R"(
+graph(%x: f32[8] cpu):
+  %0: f32[8] cpu = aten::exp(%x)
+  dynvm::set_grad_enabled(False)
+  %1: f32[8] cpu = aten::cumsum(%0, 0)
+  return (%1)
+)");
+  std::unique_ptr<CompiledGraph> fused = compile(graph, "dynvm");
+  GlueProgram program = run_program(*fused, 1);
+  Expected<CompiledGlue> compiled = compile_glue(program);
+  REQUIRE(compiled);
+  at::Tensor x = at::randn({8});
+  std::vector<int64_t> words(static_cast<size_t>(program.slot_count), 0);
+  int64_t params[1] = {glue_word(&x)};
+  c10::GradMode::set_enabled(true);
+  REQUIRE(compiled->function(params, words.data()) == kGluePassed);
+  auto* frame = glue_pointer<RunFrame>(words[0]);
+  CHECK_FALSE(c10::GradMode::is_enabled());  // the graph's own switch, still in force
+  run_frame_finish(*frame);
+  CHECK(c10::GradMode::is_enabled());
+  at::Tensor out = run_frame_output(*frame, 0);
+  delete_run_frame(frame);
+  CHECK(at::allclose(out, at::cumsum(at::exp(x), 0)));
+  CHECK(c10::GradMode::is_enabled());
+}
+
 }  // namespace
 }  // namespace dynvm::codegen

@@ -23,6 +23,10 @@ void run_frame_set_input(RunFrame& frame, size_t index, const at::Tensor& tensor
 // After every step ran: graph output `index`, and all of them.
 const at::Tensor& run_frame_output(const RunFrame& frame, size_t index);
 std::vector<at::Tensor> run_frame_outputs(const RunFrame& frame);
+// After every step ran: keeps the outputs and releases everything else (intermediates, the
+// arena) and restores the grad mode found at the run's start, as AtenExecutor::run does on
+// return; outputs stay readable until the frame is deleted.
+void run_frame_finish(RunFrame& frame);
 // Why the run stopped (a step's error, or what run_frame_fail recorded); "" when it did not.
 const std::string& run_frame_error(const RunFrame& frame);
 void run_frame_fail(RunFrame& frame, std::string message);
