@@ -137,6 +137,10 @@ class GuardLowering {
         }
         break;
       }
+      case vm::GuardKind::DuplicateInput:
+        program_.check_eq(value, resolve(guard.as<vm::DuplicateInputPayload>().first, index),
+                          index);
+        return;
       case vm::GuardKind::TensorMatch:
         // Most mismatches are another type (None, a number): decided without the call.
         program_.check_eq(

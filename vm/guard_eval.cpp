@@ -125,6 +125,8 @@ bool guard_check(const Guard& guard, PyObject* value) {
       return module_has_no_hooks(guard.as<NoHooksPayload>(), value, nullptr);
     case GuardKind::ModuleAttrs:
       return module_attrs_match(guard.as<ModuleAttrsPayload>(), value, nullptr);
+    case GuardKind::DuplicateInput:
+      return false;  // over two sources: guards_hold and the compiled guards compare them
     case GuardKind::NoGlobalHooks:
       return no_global_hooks(guard.as<NoGlobalHooksPayload>(), nullptr);
     case GuardKind::GradMode:
@@ -230,6 +232,8 @@ std::string explain(const Guard& guard, PyObject* value, const std::string& wher
       module_attrs_match(guard.as<ModuleAttrsPayload>(), value, &which);
       return where + which;
     }
+    case GuardKind::DuplicateInput:
+      return where + " is another object (" + value_text(value) + ")";
     case GuardKind::NoGlobalHooks: {
       std::string which;
       no_global_hooks(guard.as<NoGlobalHooksPayload>(), &which);
@@ -279,7 +283,15 @@ bool guards_hold(const GuardSet& guards, const FrameInputs& inputs, GuardFailure
           return false;
         }
       }
-      if (!guard_check(guard, value)) {
+      bool holds;
+      if (guard.kind == GuardKind::DuplicateInput) {
+        // The one guard over two sources: the first was read by an earlier guard.
+        PyObject* first = resolver.resolve(guard.as<DuplicateInputPayload>().first);
+        holds = first != nullptr && value == first;
+      } else {
+        holds = guard_check(guard, value);
+      }
+      if (!holds) {
         if (why != nullptr) {
           fail(why, i, guard,
                explain(guard, value, guard.source >= 0 ? guards.sources()[guard.source].text : ""));

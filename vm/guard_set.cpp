@@ -73,6 +73,8 @@ bool same_payload(GuardKind kind, const GuardPayload& a, const GuardPayload& b) 
       }
       return true;
     }
+    case GuardKind::DuplicateInput:
+      return std::get<DuplicateInputPayload>(a).first == std::get<DuplicateInputPayload>(b).first;
     case GuardKind::NoHooks:        // "no hooks" on one module says one thing, whenever read
     case GuardKind::NoGlobalHooks:  // likewise for the global hooks
       return true;
@@ -158,6 +160,16 @@ Expected<size_t> GuardSet::add_type_match(const SourcePtr& source, PyObject* val
 
 Expected<size_t> GuardSet::add_id_match(const SourcePtr& source, PyObject* value) {
   return add(GuardKind::IdMatch, source, IdMatchPayload{PyRef::borrow(value)}, "");
+}
+
+Expected<size_t> GuardSet::add_duplicate_input(const SourcePtr& source, const SourcePtr& first) {
+  int slot = sources_.intern(first);
+  if (slot < 0) {
+    return make_error("DUPLICATE_INPUT: cannot read source " +
+                      (first ? first->to_string() : std::string("(none)")));
+  }
+  return add(GuardKind::DuplicateInput, source, DuplicateInputPayload{slot},
+             " is " + sources_[slot].text);
 }
 
 Expected<size_t> GuardSet::add_constant_match(const SourcePtr& source, PyObject* value) {

@@ -96,7 +96,16 @@ size_t TorchBridge::node_count() const { return graph_.num_nodes(); }
 
 ValuePtr TorchBridge::input_tensor(PyObject* real, const SourcePtr& source) {
   auto it = input_of_real_.find(real);
-  if (it != input_of_real_.end()) return it->second;
+  if (it != input_of_real_.end()) {
+    // One tensor under two names is one graph input, valid only while both names give the
+    // same object.
+    const SourcePtr& first = it->second->source;
+    if (source && first && source->to_string() != first->to_string()) {
+      Expected<size_t> added = context_.guards.add_duplicate_input(source, first);
+      if (!added) unsupported("cannot guard " + source->to_string() + ": " + added.error().message);
+    }
+    return it->second;
+  }
   PyRef fake = PyRef::steal(PyObject_CallMethod(session_.get(), "fake_from_real", "O", real));
   if (!fake) unsupported_from_python_error("making a fake tensor for " + source->to_string());
   std::string base = input_name_for(source->to_string());

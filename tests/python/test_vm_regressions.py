@@ -81,3 +81,45 @@ def test_contiguous_before_a_view_survives_the_graph_passes():
         assert torch.equal(compiled(x), merge_heads(x))
     assert dynvm.counters["graph_failures"] == 0
     assert dynvm.counters["kernels"] >= 1
+
+
+BACKENDS = ["eager", pytest.param("dynvm", marks=needs_codegen)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_tensor_passed_twice_is_guarded_as_one(backend):
+    # Traced with the same tensor under two names, the graph reads one input: a later call
+    # with two different tensors must not reuse it (it used to return a + a * 2).
+    def f(a, b):
+        return a + b * 2
+
+    compiled = dynvm.compile(f, backend=backend)
+    x, y = torch.randn(3), torch.randn(3)
+    for _ in range(5):  # past the point where the guards compile
+        assert torch.equal(compiled(x, x), f(x, x))
+    assert torch.allclose(compiled(x, y), f(x, y))
+    assert torch.allclose(compiled(y, y), f(y, y))
+    assert dynvm.counters["recompiles"] == 1
+    guards = dynvm.explain(f)(x, x).guards
+    assert "DUPLICATE_INPUT L['b'] is L['a']" in guards, guards
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tied_weights_untied_later_are_retraced(backend):
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = torch.nn.Parameter(torch.randn(4, 4))
+            self.dec = self.enc  # one parameter under two names
+
+        def forward(self, x):
+            return (x @ self.enc) @ self.dec.t()
+
+    model = Tied()
+    compiled = dynvm.compile(model, backend=backend)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        for _ in range(4):
+            assert torch.allclose(compiled(x), model(x))
+        model.dec = torch.nn.Parameter(torch.randn(4, 4))  # untied
+        assert torch.allclose(compiled(x), model(x))

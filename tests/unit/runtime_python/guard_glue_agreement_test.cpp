@@ -184,7 +184,13 @@ class Round {
     switch (below(6)) {
       case 0:
       case 1:
-        source = Source::local("l" + std::to_string(below(4)), below(4) == 0 ? 5 : below(4));
+        // One index per name, as in a real frame; "l9" is out of range (unreadable).
+        if (chance(5)) {
+          source = Source::local("l9", 5);
+        } else {
+          int n = below(4);
+          source = Source::local("l" + std::to_string(n), n);
+        }
         break;
       case 2:
         source = Source::stack(below(3));
@@ -252,7 +258,7 @@ class Round {
     if (!value) return false;
     PyObject* v = value.get();
     bool added = false;
-    switch (below(10)) {
+    switch (below(11)) {
       case 0:
         added = static_cast<bool>(guards.add_type_match(source, v));
         break;
@@ -281,6 +287,21 @@ class Round {
       case 8:
         added = static_cast<bool>(guards.add_module_attrs(source, v));
         break;
+      case 9: {
+        // The same object under another source when one turns up, else any other source.
+        SourcePtr first = random_source();
+        for (int attempt = 0; attempt < 16; ++attempt) {
+          SourcePtr other = random_source();
+          PyRef same = dynvm::vm::resolve_source(other, call.inputs());
+          dynvm::test::python_error_pending();
+          if (same.get() == v && other->to_string() != source->to_string()) {
+            first = other;
+            break;
+          }
+        }
+        added = static_cast<bool>(guards.add_duplicate_input(source, first));
+        break;
+      }
       default:
         // A tensor guard where one applies, else a type guard: the common case in traces.
         added = static_cast<bool>(guards.add_tensor_match(source, v)) ||
@@ -350,6 +371,7 @@ TEST_CASE("compiled guards agree with the interpreter on random guards, calls an
         if (value == nullptr) continue;
         // Some reads make a new object each time (a tensor's item, a bound method): for
         // those, only the type can be compared.
+        INFO("kept slot " << slot << ": " << guards.sources()[slot].text);
         PyRef again = dynvm::vm::resolve_source(guards.sources()[slot].source, inputs);
         PyRef third = dynvm::vm::resolve_source(guards.sources()[slot].source, inputs);
         REQUIRE(again);

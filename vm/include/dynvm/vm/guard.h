@@ -74,6 +74,11 @@ struct ModuleAttrsPayload {
   uint64_t dict_version = 0;
   std::vector<ModuleAttr> attrs;
 };
+// src is the very object the source in slot `first` of the set's SourceTable gives: one tensor
+// reached through two sources, which the graph reads as one input.
+struct DuplicateInputPayload {
+  int first = -1;
+};
 struct NoGlobalHooksPayload {  // torch.nn.modules.module's global hook dicts are empty
   std::vector<PyRef> dicts;    // torch fills them in place and never rebinds them
   std::vector<std::string> names;
@@ -89,19 +94,20 @@ struct AutocastPayload {
 };
 
 // X(Kind, NAME as printed, payload type). Kinds after ModuleAttrs read global state, no source.
-#define DYNVM_GUARD_KINDS(X)                                \
-  X(TypeMatch, "TYPE_MATCH", TypeMatchPayload)              \
-  X(IdMatch, "ID_MATCH", IdMatchPayload)                    \
-  X(ConstantMatch, "CONSTANT_MATCH", ConstantMatchPayload)  \
-  X(TensorMatch, "TENSOR_MATCH", TensorMatchPayload)        \
-  X(LenMatch, "LEN_MATCH", LenMatchPayload)                 \
-  X(DictKeys, "DICT_KEYS", DictKeysPayload)                 \
-  X(DictVersion, "DICT_VERSION", DictVersionPayload)        \
-  X(NoHooks, "NO_HOOKS", NoHooksPayload)                    \
-  X(ModuleAttrs, "MODULE_ATTRS", ModuleAttrsPayload)        \
-  X(NoGlobalHooks, "NO_GLOBAL_HOOKS", NoGlobalHooksPayload) \
-  X(GradMode, "GRAD_MODE", GradModePayload)                 \
-  X(DefaultDtype, "DEFAULT_DTYPE", DefaultDtypePayload)     \
+#define DYNVM_GUARD_KINDS(X)                                  \
+  X(TypeMatch, "TYPE_MATCH", TypeMatchPayload)                \
+  X(IdMatch, "ID_MATCH", IdMatchPayload)                      \
+  X(ConstantMatch, "CONSTANT_MATCH", ConstantMatchPayload)    \
+  X(TensorMatch, "TENSOR_MATCH", TensorMatchPayload)          \
+  X(LenMatch, "LEN_MATCH", LenMatchPayload)                   \
+  X(DictKeys, "DICT_KEYS", DictKeysPayload)                   \
+  X(DictVersion, "DICT_VERSION", DictVersionPayload)          \
+  X(NoHooks, "NO_HOOKS", NoHooksPayload)                      \
+  X(DuplicateInput, "DUPLICATE_INPUT", DuplicateInputPayload) \
+  X(ModuleAttrs, "MODULE_ATTRS", ModuleAttrsPayload)          \
+  X(NoGlobalHooks, "NO_GLOBAL_HOOKS", NoGlobalHooksPayload)   \
+  X(GradMode, "GRAD_MODE", GradModePayload)                   \
+  X(DefaultDtype, "DEFAULT_DTYPE", DefaultDtypePayload)       \
   X(Autocast, "AUTOCAST", AutocastPayload)
 
 enum class GuardKind : uint8_t {
@@ -169,6 +175,9 @@ class GuardSet {
   // (a built-in leaf module) may read. An Error when the module has no __dict__ or a custom
   // __getattribute__.
   Expected<size_t> add_module_attrs(const SourcePtr& module_source, PyObject* module);
+  // src is the object `first` gives (both read as one graph input); an Error when `first`
+  // cannot be read as a source.
+  Expected<size_t> add_duplicate_input(const SourcePtr& source, const SourcePtr& first);
   // torch's global hook dicts for every module are empty (an Error when they are not now).
   Expected<size_t> add_no_global_hooks();
   // torch.is_grad_enabled() == enabled.

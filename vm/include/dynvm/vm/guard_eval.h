@@ -31,6 +31,7 @@ bool guards_hold(const GuardSet& guards, const FrameInputs& inputs, GuardFailure
 // GIL held. The fast check of one guard of a set on its resolved source value (borrowed;
 // nullptr for the kinds that read global state): what guards_hold does per guard, for code
 // that resolves sources itself (compiled guards). Never raises, allocates nothing.
+// DUPLICATE_INPUT compares two sources' values, which its caller does: false here.
 bool guard_check(const Guard& guard, PyObject* value);
 
 }  // namespace dynvm::vm
