@@ -172,6 +172,8 @@ class RunFrame {
   exec::RunState state;
   // Kernel outputs no later step reads, kept alive until their step ends.
   std::vector<at::Tensor> unread;
+  // Every graph input, when the run may have to go op by op (AliasFallback); else empty.
+  std::vector<at::Tensor> inputs;
   std::string error;
   // After run_frame_finish: the graph's outputs; the state's slots and arena are released
   // and the grad mode restored.

@@ -3,12 +3,14 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
 
 #include "dynvm/codegen/aten_executor.h"
 #include "dynvm/codegen/cpu_kernel.h"
+#include "dynvm/graph/functionalize.h"
 #include "dynvm/graph/fusion_pipeline.h"
 #include "dynvm/graph/graph_dot.h"
 #include "dynvm/graph/memory_planning.h"
@@ -147,6 +149,22 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
     into_runners.emplace_back();
   }
   compiled->kernel_of_group_ = kernel_of_group;
+  // Inputs the program writes back into (functionalize.h): right only while they share no
+  // memory with other inputs, which each call checks.
+  std::vector<size_t> mutated;
+  const std::vector<graph::Value*>& outer_inputs = fusion.outer.inputs();
+  for (const graph::Node* node : fusion.outer.nodes()) {
+    if (node->op() != graph::kWriteBackOp || node->input_values().empty()) continue;
+    auto at = std::find(outer_inputs.begin(), outer_inputs.end(), node->input_values()[0]);
+    if (at != outer_inputs.end()) mutated.push_back(static_cast<size_t>(at - outer_inputs.begin()));
+  }
+  if (!mutated.empty()) {
+    auto op_by_op = AtenExecutor::build(graph);
+    if (!op_by_op) return op_by_op.error();
+    compiled->op_by_op_ = std::move(op_by_op).value();
+    compiled->alias_fallback_ =
+        std::make_unique<AliasFallback>(AliasFallback{mutated, compiled->op_by_op_.get()});
+  }
   compiled->program_->memory = graph::plan_memory(
       fusion.outer, [&](const graph::Node& node) { return output_storage(node, kernel_of_group); });
   auto executor = AtenExecutor::build(fusion.outer, std::move(runners), std::move(into_runners),
@@ -157,16 +175,19 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
 }
 
 std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs) const {
+  if (alias_fallback_ && inputs_overlap(inputs, alias_fallback_->mutated_inputs)) {
+    return op_by_op_->run(inputs);
+  }
   return executor_->run(inputs);
 }
 
 int CompiledGraph::lower_run_begin(GlueProgram& program, int64_t frame_slot,
                                    int64_t fail_code) const {
-  return executor_->lower_run_begin(program, frame_slot, fail_code);
+  return executor_->lower_run_begin(program, frame_slot, fail_code, alias_fallback_ != nullptr);
 }
 
 void CompiledGraph::lower_run_steps(GlueProgram& program, int frame, int64_t fail_code) const {
-  executor_->lower_run_steps(program, frame, fail_code, kernel_of_group_);
+  executor_->lower_run_steps(program, frame, fail_code, kernel_of_group_, alias_fallback_.get());
 }
 
 const graph::MemoryPlan* CompiledGraph::memory_plan() const {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -17,6 +18,7 @@
 namespace dynvm::codegen {
 
 void run_frame_set_input(RunFrame& frame, size_t index, const at::Tensor& tensor) {
+  if (!frame.inputs.empty()) frame.inputs.at(index) = tensor;
   int32_t slot = frame.state.plan.input_slots.at(index);
   if (slot >= 0) frame.state.slots[static_cast<size_t>(slot)] = tensor;
 }
@@ -38,9 +40,9 @@ std::vector<at::Tensor> run_frame_outputs(const RunFrame& frame) {
 }
 
 void run_frame_finish(RunFrame& frame) {
-  if (frame.outputs) return;
-  frame.outputs = run_frame_outputs(frame);
+  if (!frame.outputs) frame.outputs = run_frame_outputs(frame);
   frame.unread.clear();
+  frame.inputs.clear();
   frame.state.slots.clear();
   frame.state.arena.reset();  // after the slots: views of it may be among them
   frame.state.restore_grad_mode.reset();
@@ -68,13 +70,31 @@ int64_t fail_with(RunFrame& frame) noexcept {
   return 1;
 }
 
-// A new RunFrame (0 when out of memory).
-int64_t glue_begin_run(int64_t plan, int64_t arenas) noexcept {
+// A new RunFrame (0 when out of memory), keeping its inputs when `keep_inputs`.
+int64_t glue_begin_run(int64_t plan, int64_t arenas, int64_t keep_inputs) noexcept {
   try {
-    return glue_word(new RunFrame(*glue_pointer<const AtenExecutor::Plan>(plan),
-                                  *glue_pointer<AtenExecutor::ArenaCache>(arenas)));
+    const auto& p = *glue_pointer<const AtenExecutor::Plan>(plan);
+    auto frame = std::make_unique<RunFrame>(p, *glue_pointer<AtenExecutor::ArenaCache>(arenas));
+    if (keep_inputs != 0) frame->inputs.resize(p.input_slots.size());
+    return glue_word(frame.release());
   } catch (...) {
     return 0;
+  }
+}
+
+// Every step, or the graph op by op when its mutated inputs overlap others (AliasFallback).
+int64_t glue_run_checking_overlap(int64_t frame, int64_t fallback) noexcept {
+  RunFrame& f = *glue_pointer<RunFrame>(frame);
+  try {
+    const auto& fb = *glue_pointer<const AliasFallback>(fallback);
+    if (inputs_overlap(f.inputs, fb.mutated_inputs)) {
+      f.outputs = fb.op_by_op->run(f.inputs);
+      return 0;
+    }
+    for (const exec::Step& step : f.state.plan.steps) exec::run_step(f.state, step);
+    return 0;
+  } catch (...) {
+    return fail_with(f);
   }
 }
 
@@ -245,19 +265,28 @@ class RunLowering {
 
 }  // namespace
 
-int AtenExecutor::lower_run_begin(GlueProgram& program, int64_t frame_slot,
-                                  int64_t fail_code) const {
-  int begin = program.add_helper("begin_run", 2, reinterpret_cast<const void*>(&glue_begin_run));
+int AtenExecutor::lower_run_begin(GlueProgram& program, int64_t frame_slot, int64_t fail_code,
+                                  bool keep_inputs) const {
+  int begin = program.add_helper("begin_run", 3, reinterpret_cast<const void*>(&glue_begin_run));
   int frame = program.call(
-      begin, {program.constant_address(plan_.get()), program.constant_address(arenas_.get())});
+      begin, {program.constant_address(plan_.get()), program.constant_address(arenas_.get()),
+              program.constant(keep_inputs ? 1 : 0)});
   program.store(frame_slot, frame);
   program.check_nonzero(frame, fail_code);
   return frame;
 }
 
 void AtenExecutor::lower_run_steps(GlueProgram& program, int frame, int64_t fail_code,
-                                   const std::vector<const CpuKernel*>& kernel_of_group) const {
+                                   const std::vector<const CpuKernel*>& kernel_of_group,
+                                   const AliasFallback* fallback) const {
   const Plan& plan = *plan_;
+  if (fallback != nullptr) {
+    RunLowering(program, frame, fail_code)
+        .call_checked("run_checking_overlap", 2,
+                      reinterpret_cast<const void*>(&glue_run_checking_overlap),
+                      {frame, program.constant_address(fallback)});
+    return;
+  }
   // Kernel steps pass their data pointers in slots from here on, reused step after step.
   int64_t scratch = program.slot_count;
   int64_t widest = 0;

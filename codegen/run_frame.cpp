@@ -195,3 +195,21 @@ void run_step(RunState& state, const Step& step) {
 }
 
 }  // namespace dynvm::codegen::exec
+
+namespace dynvm::codegen {
+
+bool inputs_overlap(const std::vector<at::Tensor>& inputs, const std::vector<size_t>& mutated) {
+  for (size_t m : mutated) {
+    if (m >= inputs.size() || !inputs[m].defined() || !inputs[m].has_storage()) continue;
+    const c10::Storage& storage = inputs[m].storage();
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (j != m && inputs[j].defined() && inputs[j].has_storage() &&
+          inputs[j].storage().is_alias_of(storage)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace dynvm::codegen

@@ -91,7 +91,7 @@ def test_dynvm_logs_glue_prints_the_program_and_its_llvm_ir():
     assert result.returncode == 0, result.stderr
     # The variant's native function: its guards, then the run of its graph.
     assert "[dynvm glue] variant:\nglue variant params 6 slots " in result.stderr
-    for helper in ("check_guard 2", "begin_run 2", "bind_input 3", "run_step 2",
+    for helper in ("check_guard 2", "begin_run 3", "bind_input 3", "run_step 2",
                    "wrap_output 2"):
         assert "helper " + helper + "\n" in result.stderr, helper
     assert "[dynvm glue] variant LLVM IR:" in result.stderr

@@ -24,6 +24,18 @@ namespace dynvm::codegen {
 class CpuKernel;
 struct GlueProgram;
 
+class AtenExecutor;
+
+// A functionalized graph that writes final values back into some of its inputs is right only
+// while none of those inputs shares memory with another input (functionalize.h): otherwise
+// the original graph runs op by op, its in-place operators on the caller's tensors.
+struct AliasFallback {
+  std::vector<size_t> mutated_inputs;      // graph input indices written back
+  const AtenExecutor* op_by_op = nullptr;  // the graph before the passes
+};
+// Whether an input listed in `mutated` shares storage with another of `inputs`.
+bool inputs_overlap(const std::vector<at::Tensor>& inputs, const std::vector<size_t>& mutated);
+
 // The pseudo-operator `dynvm::set_grad_enabled(bool)`: no outputs; switches at::GradMode
 // for the nodes after it.
 inline constexpr std::string_view kSetGradEnabledOp = "dynvm::set_grad_enabled";
@@ -92,9 +104,14 @@ class AtenExecutor {
   // `kernel_of_group` (by group number; nullptr: run as in run()) get their outputs allocated
   // and their kernel called from the glue, everything else is one helper call running the
   // step as run() would. Any failure returns `fail_code` with the message in the frame.
-  int lower_run_begin(GlueProgram& program, int64_t frame_slot, int64_t fail_code) const;
+  // With `fallback` (whose inputs the frame then keeps: `keep_inputs`), the steps run from
+  // one helper that first checks the inputs for overlap and runs fallback->op_by_op instead
+  // when they do.
+  int lower_run_begin(GlueProgram& program, int64_t frame_slot, int64_t fail_code,
+                      bool keep_inputs = false) const;
   void lower_run_steps(GlueProgram& program, int frame, int64_t fail_code,
-                       const std::vector<const CpuKernel*>& kernel_of_group) const;
+                       const std::vector<const CpuKernel*>& kernel_of_group,
+                       const AliasFallback* fallback = nullptr) const;
 
   // The prepared steps, and the arena kept across runs with who holds it; defined in
   // aten_plan.h.

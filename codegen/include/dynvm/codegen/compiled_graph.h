@@ -25,6 +25,7 @@ namespace dynvm::codegen {
 
 class AtenExecutor;
 class CpuKernel;
+struct AliasFallback;
 struct GlueProgram;
 
 class CompiledGraph {
@@ -71,6 +72,10 @@ class CompiledGraph {
   std::unique_ptr<AtenExecutor> executor_;
   std::vector<std::shared_ptr<CpuKernel>> kernels_;
   std::vector<const CpuKernel*> kernel_of_group_;  // nullptr: the group runs through ATen
+  // Set when the passes wrote back into inputs: the original graph, op by op, for calls
+  // whose mutated inputs share memory with others (AliasFallback).
+  std::unique_ptr<AtenExecutor> op_by_op_;
+  std::unique_ptr<AliasFallback> alias_fallback_;
   std::vector<std::unique_ptr<AtenExecutor>> fallback_groups_;
   struct Program;
   std::unique_ptr<Program> program_;

@@ -22,7 +22,8 @@ inline constexpr std::string_view kWriteBackOp = "aten::copy_";
 // input or views of it read that copy's result, so the caller sees the same aliasing as
 // in eager mode.
 //
-// Assumes distinct graph inputs do not share storage (the runtime guards on it). A graph
+// Assumes distinct graph inputs do not share storage (codegen's CompiledGraph checks each
+// call and runs the original graph op by op when a mutated input does). A graph
 // with a mutation this pass cannot express (out variants, exponential_ and random_,
 // writes through views without an inverse, opaque operators given tensors) is left
 // unchanged; a graph without mutation is left unchanged too.
