@@ -273,6 +273,11 @@ const GuardGluePolicy& guard_glue_policy() {
     GuardGluePolicy p;
     const char* run = std::getenv("DYNVM_GLUE_RUN");
     p.run = run == nullptr || std::strcmp(run, "off") != 0;
+    if (const char* most = std::getenv("DYNVM_GUARD_GLUE_MAX")) {
+      char* end = nullptr;
+      long long n = std::strtoll(most, &end, 10);
+      if (end != most && *end == '\0' && n >= 0) p.max_guards = static_cast<size_t>(n);
+    }
     const char* setting = std::getenv("DYNVM_GUARD_GLUE");
     if (setting == nullptr || *setting == '\0') return p;
     if (std::strcmp(setting, "off") == 0) {

@@ -56,7 +56,8 @@ bool Variant::guards_hold(const vm::FrameInputs& inputs, vm::GuardFailure* why,
 Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::string& backend) {
   std::unique_ptr<Variant> v(new Variant(std::move(trace)));
   const GuardGluePolicy& policy = guard_glue_policy();
-  v->checks_before_glue_ = policy.enabled ? policy.after_checks : -1;
+  bool compiles = policy.enabled && v->trace_.guards.size() <= policy.max_guards;
+  v->checks_before_glue_ = compiles ? policy.after_checks : -1;
   if (!v->eager()) {
     auto executor =
         codegen::CompiledGraph::build(v->trace_.graph, backend, v->trace_.grad_enabled_at_start);

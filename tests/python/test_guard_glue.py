@@ -59,6 +59,22 @@ def test_dynvm_guard_glue_off_never_compiles_guards():
 
 
 @needs_codegen
+def test_guard_sets_over_the_limit_stay_with_the_interpreter():
+    code = (
+        "import torch, dynvm\n"
+        "f = dynvm.compile(lambda x, y: x + y, backend='eager')\n"
+        "x = torch.randn(3)\n"
+        "for _ in range(6): assert torch.allclose(f(x, x + 1), x + (x + 1))\n"
+        "print(dynvm.counters['guard_glues'], dynvm.counters['glue_runs'])\n")
+    over = run_python(code, DYNVM_GUARD_GLUE_MAX="2")  # GRAD_MODE and two TENSOR_MATCH
+    assert over.returncode == 0, over.stderr
+    assert over.stdout.split() == ["0", "0"]
+    at_limit = run_python(code, DYNVM_GUARD_GLUE_MAX="3")
+    assert at_limit.returncode == 0, at_limit.stderr
+    assert at_limit.stdout.split() == ["1", "3"]
+
+
+@needs_codegen
 def test_dynvm_guard_glue_0_compiles_when_the_variant_is_built():
     code = (
         "import torch, dynvm\n"

@@ -165,7 +165,7 @@ def test_resnet18_training_step_matches_eager():
 def test_model_with_the_dynvm_backend_matches_eager(name):
     # Fused CPU kernels (backend "dynvm") under no_grad: within 1e-4 of eager, relative
     # to the output's scale, and the kernels really ran. The fourth call runs through the
-    # variant's native function (compiled on the third guard check), which runs the graph.
+    # variant's native function (compiled on the third guard check) where it has one.
     spec = _spec(name)
     model = spec.build()
     (x,) = spec.make_inputs(2, 0)
@@ -180,4 +180,6 @@ def test_model_with_the_dynvm_backend_matches_eager(name):
     assert counts["graph_breaks"] == 0, counts
     assert counts["kernels"] > 0, counts
     assert counts["graph_failures"] == 0, counts  # the fused graph itself ran
-    assert counts["glue_runs"] == 1, counts
+    # Sets of more than 512 guards stay with the interpreter (guard_glue_policy), and the
+    # graph then runs from C++.
+    assert counts["glue_runs"] == counts["guard_glues"] <= 1, counts

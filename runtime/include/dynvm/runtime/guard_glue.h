@@ -127,10 +127,16 @@ class GuardGlue {
 // by the interpreter (0: when the variant is built). Default: 2, so a variant that is only
 // ever used once costs no compilation.
 // DYNVM_GLUE_RUN=off keeps the graph's run out of the compiled function (guards only).
+// DYNVM_GUARD_GLUE_MAX=N: sets of more than N guards stay with the interpreter (default 512):
+// compiled, a set is straight-line code of some 60 bytes per guard, and past a few hundred
+// guards that code no longer stays in the instruction cache between calls: 1,955 guards
+// (EfficientNet-B0) checked in 120 us compiled against 94 us interpreted, after 97 ms of
+// compilation (docs/benchmarks.md).
 struct GuardGluePolicy {
   bool enabled = true;
   int after_checks = 2;
   bool run = true;
+  size_t max_guards = 512;
 };
 const GuardGluePolicy& guard_glue_policy();
 
