@@ -195,12 +195,15 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
   }
   if (!key.empty()) wrapped_[key] = result;
   if (result->is(TracedValue::Kind::List) || result->is(TracedValue::Kind::Dict)) {
-    // A container the trace may mutate must be one traced value; the same one under two
-    // names (a = b = [...]) is not followed.
-    auto [it, added] = containers_.emplace(object, key);
-    if (!added && it->second != key) {
-      unsupported("one " + std::string(Py_TYPE(object)->tp_name) + " reachable as " + it->second +
-                  " and as " + key);
+    // The same container under two names (a = b = [...], a list two modules share) is two
+    // traced values: fine while the trace only reads it, not followed once it mutates it.
+    auto [it, added] = containers_.emplace(object, Container{key, result});
+    if (!added && it->second.key != key) {
+      if (it->second.value->mutable_here) {
+        unsupported("one " + std::string(Py_TYPE(object)->tp_name) + " mutated as " +
+                    it->second.key + " and reachable as " + key);
+      }
+      it->second.aliased = true;
     }
   }
   return result;
@@ -216,6 +219,11 @@ bool TraceContext::track_mutation(const ValuePtr& container) {
   bool is_list = container->is(TracedValue::Kind::List);
   if (is_list ? !PyList_CheckExact(container->py()) : !PyDict_CheckExact(container->py())) {
     return false;  // an OrderedDict or another subclass: not replayed
+  }
+  auto seen = containers_.find(container->py());
+  if (seen != containers_.end() && seen->second.aliased) {
+    unsupported("one " + std::string(Py_TYPE(container->py())->tp_name) + " reachable as " +
+                seen->second.key + " and under another name is mutated");
   }
   container->mutable_here = true;
   side_effects.push_back(

@@ -95,7 +95,14 @@ class TraceContext {
 
  private:
   std::map<std::string, ValuePtr> wrapped_;
-  std::map<PyObject*, std::string> containers_;  // lists and dicts wrapped, by identity
+  // Lists and dicts wrapped, by identity: the first key and value, and whether another key
+  // reached the same object (then neither may be mutated: each key has its own value).
+  struct Container {
+    std::string key;
+    ValuePtr value;
+    bool aliased = false;
+  };
+  std::map<PyObject*, Container> containers_;
 };
 
 // Python truthiness of a traced value when it is known without running code

@@ -165,3 +165,41 @@ def test_a_mutated_input_sharing_memory_with_another_input(backend):
     assert dynvm.counters["graph_failures"] == 0
     if dynvm.counters["guard_glues"]:
         assert dynvm.counters["glue_runs"] >= 5  # the later calls went through the glue
+
+
+def test_a_list_two_modules_share_is_read_without_a_break():
+    # torchvision's Swin blocks share one window_size list: reading it under two names is
+    # one graph (it used to break); mutating a list reachable under two names still breaks,
+    # and the results are eager's either way.
+    shared = [2, 3]
+
+    class Pair(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = shared
+            self.b = shared
+
+        def forward(self, x):
+            return x * self.a[0] + x * self.b[1]
+
+    model = Pair()
+    report = dynvm.explain(model)(torch.randn(3))
+    assert (report.graph_count, report.graph_break_count) == (1, 0), report.break_reasons
+    x = torch.randn(3)
+    assert torch.allclose(dynvm.compile(model, backend="eager")(x), model(x))
+
+    def grow(a, b, x):
+        n = len(b)
+        a.append(1)
+        return x * n * len(b)
+
+    report = dynvm.explain(grow)([1], [1], torch.ones(1))
+    assert report.graph_break_count == 0  # two lists: followed
+    same = [1]
+    report = dynvm.explain(grow)(same, same, torch.ones(1))
+    assert report.graph_break_count == 1
+    assert "under another name is mutated" in report.break_reasons[0].reason
+    compiled = dynvm.compile(grow, backend="eager")
+    mine, theirs = [1], [1]
+    assert torch.equal(compiled(mine, mine, torch.ones(1)), grow(theirs, theirs, torch.ones(1)))
+    assert mine == theirs == [1, 1]
