@@ -186,3 +186,39 @@ def test_dynvm_glue_run_off_keeps_the_run_out_of_the_compiled_function():
     on = run_python(code)
     assert on.returncode == 0, on.stderr
     assert on.stdout.split() == ["1", "3"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_native_runs_from_several_threads(backend):
+    # Threads share the variant (its native function, its kernels and the arena of planned
+    # memory); every call must still get its own results.
+    import threading
+
+    def groups_around_cumsum(x):
+        h = torch.tanh(x) * 0.5 + x
+        return torch.sigmoid(torch.cumsum(h, -1)) * h
+
+    compiled = dynvm.compile(groups_around_cumsum, backend=backend)
+    inputs = [torch.randn(64, 256) for _ in range(4)]
+    expected = [groups_around_cumsum(x) for x in inputs]
+    for _ in range(CALLS):  # compile the native function first
+        compiled(inputs[0])
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(40):
+                out = compiled(inputs[i])
+                if not torch.allclose(out, expected[i], atol=1e-5):
+                    errors.append(i)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    if dynvm.counters["guard_glues"]:
+        assert dynvm.counters["glue_runs"] >= 160

@@ -299,6 +299,31 @@ lin = torch.nn.Linear(2, 2)
   CHECK(reason.rfind("L['v'].padding_mode could not be read: ", 0) == 0);
 }
 
+TEST_CASE("DUPLICATE_INPUT holds while two sources give one object") {
+  PyRef ns = dynvm::test::run(
+      "class Pair:\n"
+      "    def __init__(self, a, b):\n"
+      "        self.a, self.b = a, b\n"
+      "x, y = [1], [1]\n");
+  GuardSet guards;
+  auto a = Source::attr(kV, "a");
+  auto b = Source::attr(kV, "b");
+  REQUIRE(guards.add_duplicate_input(b, a));
+  REQUIRE(guards.size() == 1);
+  CHECK(guards[0].text == "DUPLICATE_INPUT L['v'].b is L['v'].a");
+  // The fast check alone cannot decide it: it needs the other source's value.
+  CHECK_FALSE(dynvm::vm::guard_check(guards[0], eval(ns, "x").get()));
+  std::string reason;
+  CHECK(holds_for(guards, ns, "Pair(x, x)"));
+  CHECK_FALSE(holds_for(guards, ns, "Pair(x, y)", &reason));
+  CHECK(reason == "L['v'].b is another object (a list)");
+  // The same pair again is one guard; another first source is another.
+  REQUIRE(guards.add_duplicate_input(b, a));
+  CHECK(guards.size() == 1);
+  REQUIRE(guards.add_duplicate_input(b, Source::attr(kV, "c")));
+  CHECK(guards.size() == 2);
+}
+
 TEST_CASE("NO_HOOKS fails while a module or torch has hooks") {
   PyRef ns = dynvm::test::run(R"(
 import torch
