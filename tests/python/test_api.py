@@ -428,3 +428,25 @@ def test_compiled_functions_behave_the_same_after_reset():
     assert compiled(1, 2) == 3
     dynvm.reset()
     assert compiled(1, 2) == 3
+
+
+def test_many_compiled_modules_each_keep_their_own_variants():
+    # The module wrapper's code object used to be shared by every compiled module, so the
+    # ninth one compiled hit cache_size_limit and ran eagerly with a warning.
+    import warnings
+
+    import torch
+
+    modules = [torch.nn.Linear(4, 4) for _ in range(12)]
+    compiled = [dynvm.compile(m, backend="eager") for m in modules]
+    x = torch.randn(2, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with torch.no_grad():
+            for c, m in zip(compiled, modules):
+                for _ in range(2):
+                    assert torch.allclose(c(x), m(x))
+    assert dynvm.counters["frames_traced"] == 12
+    assert dynvm.counters["recompiles"] == 0
+    assert dynvm.counters["eager_calls"] == 0
+    assert "Linear.__call__" in repr(compiled[0]._compiled_call)

@@ -122,11 +122,19 @@ def compiled_module_class():
 
 
 def _module_caller(module):
-    """A function calling `module`, for the VM to trace: module(*args, **kwargs)."""
+    """A function calling `module`, for the VM to trace: module(*args, **kwargs).
+
+    Each gets a code object of its own: compiled variants are cached per code object, and
+    one shared by every compiled module would hold all their variants under one
+    cache_size_limit (the ninth module compiled ran eagerly). Its name is the module's
+    class, as logs and reports show it."""
 
     def call_module(*args, **kwargs):
         return module(*args, **kwargs)
 
+    name = type(module).__qualname__ + ".__call__"
+    call_module.__code__ = call_module.__code__.replace(co_qualname=name)
+    call_module.__qualname__ = name
     return call_module
 
 
