@@ -158,6 +158,9 @@ class RunState {
 // as C++ exceptions.
 void run_step(RunState& state, const Step& step);
 
+// Releases the slots whose last use is `step`.
+void release_last_uses(RunState& state, const Step& step);
+
 // A tensor over `arena` laid out as `placement` says.
 at::Tensor arena_view(const c10::Storage& arena, const Placement& placement);
 

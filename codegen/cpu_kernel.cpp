@@ -64,9 +64,10 @@ std::vector<at::Tensor> CpuKernel::run(const std::vector<at::Tensor>& inputs) co
 
 namespace {
 
-// Checks `t` against `meta` (dtype, device, sizes, and strides of dims longer than 1).
+// Checks `t` against `meta` (CpuKernel::fits), saying what differs when it does not.
 void check_tensor(const at::Tensor& t, const graph::TensorMeta& meta, const std::string& kernel,
                   const char* what, size_t i) {
+  if (CpuKernel::fits(t, meta)) return;
   TORCH_CHECK(t.defined() && t.device().is_cpu() && t.scalar_type() == to_scalar_type(meta.dtype) &&
                   t.sizes().vec() == meta.sizes,
               "kernel ", kernel, ": ", what, " ", i,
@@ -78,6 +79,19 @@ void check_tensor(const at::Tensor& t, const graph::TensorMeta& meta, const std:
 }
 
 }  // namespace
+
+bool CpuKernel::fits(const at::Tensor& t, const graph::TensorMeta& meta) {
+  if (!t.defined() || !t.device().is_cpu() || t.scalar_type() != to_scalar_type(meta.dtype) ||
+      t.dim() != static_cast<int64_t>(meta.dim())) {
+    return false;
+  }
+  for (size_t d = 0; d < meta.dim(); ++d) {
+    auto dim = static_cast<int64_t>(d);
+    if (t.size(dim) != meta.sizes[d]) return false;
+    if (meta.sizes[d] > 1 && t.stride(dim) != meta.strides[d]) return false;
+  }
+  return true;
+}
 
 void CpuKernel::run_into(const std::vector<at::Tensor>& inputs,
                          const std::vector<at::Tensor>& outputs) const {

@@ -108,26 +108,12 @@ int64_t glue_run_step(int64_t frame, int64_t step) noexcept {
   }
 }
 
-// Whether `t` is laid out as `meta` says: what the kernel was compiled for.
-bool matches(const at::Tensor& t, const graph::TensorMeta& meta) {
-  if (!t.defined() || !t.device().is_cpu() || t.scalar_type() != to_scalar_type(meta.dtype) ||
-      t.dim() != static_cast<int64_t>(meta.dim())) {
-    return false;
-  }
-  for (size_t d = 0; d < meta.dim(); ++d) {
-    auto dim = static_cast<int64_t>(d);
-    if (t.size(dim) != meta.sizes[d]) return false;
-    if (meta.sizes[d] > 1 && t.stride(dim) != meta.strides[d]) return false;
-  }
-  return true;
-}
-
 // Kernel input: the data pointer of slot `slot`, checked against `meta`, written to `*out`.
 int64_t glue_input_data(int64_t frame, int64_t slot, int64_t meta, int64_t out) noexcept {
   RunFrame& f = *glue_pointer<RunFrame>(frame);
   try {
     const at::Tensor& t = f.state.slots[static_cast<size_t>(slot)].toTensor();
-    if (!matches(t, *glue_pointer<const graph::TensorMeta>(meta))) {
+    if (!CpuKernel::fits(t, *glue_pointer<const graph::TensorMeta>(meta))) {
       f.error =
           "a fused kernel's input has another dtype, device or layout than the kernel "
           "was compiled for";
@@ -180,10 +166,7 @@ int64_t glue_run_kernel(int64_t frame, int64_t kernel, int64_t buffers) noexcept
 // The end of a kernel step: the slots it read last, and its unread outputs, released.
 int64_t glue_end_step(int64_t frame, int64_t step) noexcept {
   RunFrame& f = *glue_pointer<RunFrame>(frame);
-  const exec::Step& s = f.state.plan.steps[static_cast<size_t>(step)];
-  for (uint32_t r = s.releases_begin; r < s.releases_end; ++r) {
-    f.state.slots[static_cast<size_t>(f.state.plan.releases[r])] = c10::IValue();
-  }
+  exec::release_last_uses(f.state, f.state.plan.steps[static_cast<size_t>(step)]);
   f.unread.clear();
   return 0;
 }

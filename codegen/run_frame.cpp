@@ -85,6 +85,12 @@ RunState::RunState(const AtenExecutor::Plan& of, AtenExecutor::ArenaCache& arena
   stack.reserve(of.max_stack);
 }
 
+void release_last_uses(RunState& state, const Step& step) {
+  for (uint32_t r = step.releases_begin; r < step.releases_end; ++r) {
+    state.slots[static_cast<size_t>(state.plan.releases[r])] = c10::IValue();
+  }
+}
+
 void run_step(RunState& state, const Step& step) {
   const AtenExecutor::Plan& plan = state.plan;
   const ListItem* items = plan.list_items.data();
@@ -115,9 +121,7 @@ void run_step(RunState& state, const Step& step) {
       state.slots[static_cast<size_t>(plan.output_slots[step.outputs_begin + i])] =
           std::move(group_outputs[i]);
     }
-    for (uint32_t r = step.releases_begin; r < step.releases_end; ++r) {
-      state.slots[static_cast<size_t>(plan.releases[r])] = c10::IValue();
-    }
+    release_last_uses(state, step);
     return;
   }
   if (!step.op) {
@@ -189,9 +193,7 @@ void run_step(RunState& state, const Step& step) {
       if (slot >= 0) state.slots[static_cast<size_t>(slot)] = std::move(state.stack[i]);
     }
   }
-  for (uint32_t r = step.releases_begin; r < step.releases_end; ++r) {
-    state.slots[static_cast<size_t>(plan.releases[r])] = c10::IValue();
-  }
+  release_last_uses(state, step);
 }
 
 }  // namespace dynvm::codegen::exec

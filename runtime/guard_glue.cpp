@@ -200,7 +200,7 @@ int64_t* GlueValues::reset(int count, int refs, int frame_slot, int result_slot)
 
 void GlueValues::release() {
   for (int i = 0; i < refs_ && i < count_; ++i) {
-    Py_XDECREF(reinterpret_cast<PyObject*>(words_[i]));
+    Py_XDECREF(glue_pointer<PyObject>(words_[i]));
   }
   if (frame_slot_ >= 0 && frame_slot_ < count_) codegen::delete_run_frame(frame());
   count_ = 0;
@@ -212,13 +212,13 @@ void GlueValues::release() {
 
 codegen::RunFrame* GlueValues::frame() const {
   return frame_slot_ >= 0 && frame_slot_ < count_
-             ? reinterpret_cast<codegen::RunFrame*>(static_cast<intptr_t>(words_[frame_slot_]))
+             ? glue_pointer<codegen::RunFrame>(words_[frame_slot_])
              : nullptr;
 }
 
 PyObject* GlueValues::take_result() {
   if (result_slot_ < 0 || result_slot_ >= count_) return nullptr;
-  PyObject* result = reinterpret_cast<PyObject*>(static_cast<intptr_t>(words_[result_slot_]));
+  PyObject* result = glue_pointer<PyObject>(words_[result_slot_]);
   words_[result_slot_] = 0;
   return result;
 }

@@ -37,6 +37,9 @@ class CpuKernel {
   void run_into(const std::vector<at::Tensor>& inputs,
                 const std::vector<at::Tensor>& outputs) const;
 
+  // Whether `t` is laid out as `meta` says, as run_into requires of its tensors: dtype, CPU,
+  // sizes, and the strides of dimensions longer than 1.
+  static bool fits(const at::Tensor& t, const graph::TensorMeta& meta);
   // The same on data pointers (inputs, then outputs) that the caller checked: the parallel
   // loop split across threads, with temporaries per chunk.
   void run_buffers(void* const* buffers) const;

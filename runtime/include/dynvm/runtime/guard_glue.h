@@ -41,9 +41,7 @@ class GlueValues {
 
   // Borrowed: the value of source slot `slot`, or nullptr when the check did not keep one.
   PyObject* value(int slot) const {
-    return slot >= 0 && slot < count_
-               ? reinterpret_cast<PyObject*>(static_cast<intptr_t>(words_[slot]))
-               : nullptr;
+    return slot >= 0 && slot < count_ ? codegen::glue_pointer<PyObject>(words_[slot]) : nullptr;
   }
   // Releases what is held (the run's frame included); no slots are left.
   void release();
@@ -65,7 +63,9 @@ class GlueValues {
   // which the first `refs` hold references and `frame_slot` (when >= 0) a run frame.
   int64_t* reset(int count, int refs, int frame_slot, int result_slot);
 
-  static constexpr int kInlineSlots = 32;  // sets this small need no allocation
+  // Programs this small need no allocation per call (a native function's slots: the guards'
+  // sources, the packed result and frame, and the kernels' data pointers).
+  static constexpr int kInlineSlots = 64;
   int64_t inline_[kInlineSlots];
   std::unique_ptr<int64_t[]> heap_;
   int64_t* words_ = inline_;  // 0 or a new reference, per slot
