@@ -36,7 +36,7 @@ namespace dynvm::codegen {
 namespace {
 
 // Bumped whenever the LLVM lowering changes what a given loop IR compiles to.
-constexpr const char* kEmitterRevision = "cpu-emitter-5";
+constexpr const char* kEmitterRevision = "cpu-emitter-6";
 
 int64_t g_compilations = 0;  // guarded by the JIT's mutex
 

@@ -740,7 +740,8 @@ class LlvmEmitter {
             },
             false);
       }
-      if (s.extents[k] % unroll != 0) {
+      // Without unrolling this is the whole loop; with it, the iterations left over.
+      if (unroll == 1 || s.extents[k] % unroll != 0) {
         loop(
             rest, extent, 1, [&](Value* iv) { fold(s.vars[k], iv, accs[0]); }, unroll > 1);
       }
