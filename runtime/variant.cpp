@@ -178,7 +178,13 @@ PyObject* rebuild_new(const vm::OutputRecipe& recipe, const std::vector<at::Tens
           return nullptr;
         }
       }
+      if (recipe.dict_type) return PyObject_CallOneArg(recipe.dict_type.get(), dict.get());
       return dict.release();
+    }
+    case Kind::DictView: {
+      PyRef dict = PyRef::steal(rebuild(recipe.items.at(0), outputs, inputs, memo));
+      if (!dict) return nullptr;
+      return PyObject_CallMethodNoArgs(dict.get(), recipe.constant.get());
     }
     case Kind::Null:
       PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: NULL where a value is needed");

@@ -224,6 +224,14 @@ std::vector<ValuePtr> iterate_all(TraceContext& ctx, const std::vector<ValuePtr>
   return iterate(ctx, args[0]);
 }
 
+// A view of the same kind over an empty dict: its type is the view's (dict_keys, ...).
+PyRef dict_view_type_probe(const TracedValue& view) {
+  PyRef empty = PyRef::steal(PyDict_New());
+  PyRef probe = PyRef::steal(PyObject_CallMethod(empty.get(), view.view_method(), nullptr));
+  if (!probe) unsupported_from_python_error("a dict view");
+  return probe;
+}
+
 ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* callable,
                       std::vector<ValuePtr> args, KwArgs kwargs) {
   if (name == "len" && args.size() == 1) {
@@ -268,8 +276,9 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     } else if (v->is(TracedValue::Kind::List)) {
       type_of = reinterpret_cast<PyObject*>(&PyList_Type);
     } else if (v->is(TracedValue::Kind::Dict)) {
-      type_of = v->obj ? reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()))
-                       : reinterpret_cast<PyObject*>(&PyDict_Type);
+      type_of = v->dict_class();
+    } else if (v->is(TracedValue::Kind::DictView)) {
+      type_of = reinterpret_cast<PyObject*>(Py_TYPE(dict_view_type_probe(*v).get()));
     } else if (v->py() != nullptr) {
       type_of = reinterpret_cast<PyObject*>(Py_TYPE(v->py()));
     } else if (v->is(TracedValue::Kind::Function)) {
@@ -317,6 +326,13 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     const ValuePtr& v = args[0];
     if (v->is(TracedValue::Kind::NewObject)) return v->class_value;
     if (v->is(TracedValue::Kind::Tuple) && v->class_value) return v->class_value;
+    if (v->is(TracedValue::Kind::Dict)) {
+      return v->class_value ? v->class_value : TracedValue::object(PyRef::borrow(v->dict_class()));
+    }
+    if (v->is(TracedValue::Kind::DictView)) {
+      PyObject* view_type = reinterpret_cast<PyObject*>(Py_TYPE(dict_view_type_probe(*v).get()));
+      return TracedValue::object(PyRef::borrow(view_type));
+    }
     if (v->is_tensor()) {
       return TracedValue::object(v->tensor_type ? v->tensor_type : known().tensor_type);
     }
@@ -647,21 +663,55 @@ ValuePtr call_container_method(TraceContext& ctx, const std::string& method, con
       }
       return -1;
     };
-    if (method == "items") {
-      std::vector<ValuePtr> pairs;
-      for (size_t i = 0; i < self->keys.size(); ++i) {
-        pairs.push_back(TracedValue::tuple({self->keys[i], self->items[i]}));
-      }
-      return TracedValue::list(std::move(pairs), true);
+    // Views are live: they read the dict when used, not when made.
+    if (method == "keys" && args.empty()) {
+      return TracedValue::dict_view(self, TracedValue::ViewOf::Keys);
     }
-    if (method == "keys") return TracedValue::list(self->keys, true);
-    if (method == "values") return TracedValue::list(self->items, true);
+    if (method == "values" && args.empty()) {
+      return TracedValue::dict_view(self, TracedValue::ViewOf::Values);
+    }
+    if (method == "items" && args.empty()) {
+      return TracedValue::dict_view(self, TracedValue::ViewOf::Items);
+    }
     if (method == "get" && !args.empty()) {
       int i = find(args[0]);
       if (i >= 0) return self->items[static_cast<size_t>(i)];
       return args.size() > 1 ? args[1] : none_value();
     }
-    if (method == "copy") return TracedValue::dict(self->keys, self->items, true);
+    if (method == "copy") {
+      ValuePtr copy = TracedValue::dict(self->keys, self->items, true);
+      if (self->dict_class() != reinterpret_cast<PyObject*>(&PyDict_Type)) {
+        copy->class_value = TracedValue::object(PyRef::borrow(self->dict_class()));
+      }
+      return copy;
+    }
+    bool ordered = PyObject_IsSubclass(self->dict_class(), known().ordered_dict_type.get()) == 1;
+    if (method == "popitem" && (args.empty() || ordered)) {
+      // dict.popitem() takes the last item; OrderedDict.popitem(last=False) the first.
+      bool last = true;
+      if (!args.empty()) last = truthiness(args[0]);
+      if (self->keys.empty()) unsupported("KeyError in popitem() of an empty dict");
+      require_mutable();
+      size_t i = last ? self->keys.size() - 1 : 0;
+      ValuePtr pair = TracedValue::tuple({self->keys[i], self->items[i]});
+      self->keys.erase(self->keys.begin() + static_cast<std::ptrdiff_t>(i));
+      self->items.erase(self->items.begin() + static_cast<std::ptrdiff_t>(i));
+      return pair;
+    }
+    if (method == "move_to_end" && ordered && !args.empty()) {
+      bool last = true;
+      if (args.size() > 1) last = truthiness(args[1]);
+      int i = find(args[0]);
+      if (i < 0) unsupported("KeyError in move_to_end()");
+      require_mutable();
+      ValuePtr key = self->keys[static_cast<size_t>(i)];
+      ValuePtr value = self->items[static_cast<size_t>(i)];
+      self->keys.erase(self->keys.begin() + i);
+      self->items.erase(self->items.begin() + i);
+      self->keys.insert(last ? self->keys.end() : self->keys.begin(), key);
+      self->items.insert(last ? self->items.end() : self->items.begin(), value);
+      return none_value();
+    }
     if (method == "update" && args.size() == 1 && args[0]->is(TracedValue::Kind::Dict)) {
       require_mutable();
       for (size_t j = 0; j < args[0]->keys.size(); ++j) {
@@ -901,6 +951,12 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
           return call_module_structure_method(ctx, method.substr(7), callable->self_value, args,
                                               kwargs);
         }
+        if (kwargs.size() == 1 && kwargs[0].first == "last" &&
+            ((method == "move_to_end" && args.size() == 1) ||
+             (method == "popitem" && args.empty()))) {
+          args.push_back(kwargs[0].second);  // OrderedDict's one keyword, passed by position
+          kwargs.clear();
+        }
         if (!kwargs.empty()) {
           if (method != "update" || !args.empty()) {
             unsupported("keyword arguments to " + method + "()");
@@ -976,7 +1032,9 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
       return make_named_tuple(ctx, callable, args, kwargs);
     }
     if (qualified == "collections.OrderedDict") {
-      return call_builtin(ctx, "dict", fn, std::move(args), std::move(kwargs));
+      ValuePtr made = call_builtin(ctx, "dict", fn, std::move(args), std::move(kwargs));
+      made->class_value = callable;  // an OrderedDict, not a dict: isinstance, type, rebuild
+      return made;
     }
     if (qualified == "functools.partial") {
       if (args.empty()) unsupported("functools.partial() without a function");

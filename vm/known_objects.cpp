@@ -55,6 +55,9 @@ KnownObjects* load() {
   k->module_call = attr(t, "nn.Module.__call__");
   k->module_getattr = attr(t, "nn.Module.__getattr__");
   k->operator_module = PyRef::steal(PyImport_ImportModule("operator"));
+  PyRef collections = PyRef::steal(PyImport_ImportModule("collections"));
+  if (!collections) return nullptr;
+  k->ordered_dict_type = attr(collections.get(), "OrderedDict");
   if (k->tracing) {
     k->grad_mode_exit_type = PyRef::steal(PyObject_GetAttrString(k->tracing.get(), "GradModeExit"));
   }

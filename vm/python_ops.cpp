@@ -353,6 +353,11 @@ bool contains(TraceContext& ctx, const ValuePtr& item, const ValuePtr& container
   PyRef needle = concrete_object(item);
   if (!needle) unsupported("'in' with a " + item->describe());
   const std::vector<ValuePtr>* candidates = nullptr;
+  std::vector<ValuePtr> view_items;
+  if (container->is(TracedValue::Kind::DictView)) {
+    view_items = container->view_items();
+    candidates = &view_items;
+  }
   if (container->is(TracedValue::Kind::Dict)) candidates = &container->keys;
   if (container->is_sequence()) candidates = &container->items;
   if (candidates != nullptr) {
@@ -383,6 +388,8 @@ std::vector<ValuePtr> iterate(TraceContext& ctx, const ValuePtr& value) {
       return value->items;
     case TracedValue::Kind::Dict:
       return value->keys;
+    case TracedValue::Kind::DictView:
+      return value->view_items();
     case TracedValue::Kind::NewObject: {
       ValuePtr it = call_dunder(ctx, value, "__iter__", {});
       if (it) return iterate(ctx, it);

@@ -171,6 +171,10 @@ PyRef TorchBridge::to_python(const ValuePtr& value) {
       for (size_t i = 0; i < value->keys.size(); ++i) {
         PyDict_SetItem(d.get(), value->keys[i]->py(), to_python(value->items[i]).get());
       }
+      if (value->dict_class() != reinterpret_cast<PyObject*>(&PyDict_Type)) {
+        d = PyRef::steal(PyObject_CallOneArg(value->dict_class(), d.get()));
+        if (!d) unsupported_from_python_error("rebuilding a dict subclass");
+      }
       return d;
     }
     default:
@@ -461,7 +465,7 @@ ValuePtr TorchBridge::call_module(PyObject* module, const SourcePtr& module_sour
 // Builds the recipes that rebuild traced values from the graph outputs after the graph
 // runs, adding the tensors they need to the outputs. For a resume state (`for_resume`),
 // objects that existed before the call come back as themselves (their mutations are
-// replayed on them), and an object reached twice is rebuilt once.
+// replayed on them). In both, an object reached twice is rebuilt once.
 class TorchBridge::RecipeBuilder {
  public:
   RecipeBuilder(TorchBridge& bridge, bool for_resume)
@@ -469,7 +473,9 @@ class TorchBridge::RecipeBuilder {
   ~RecipeBuilder() { bridge_.graph_.set_outputs(outputs_); }
 
   OutputRecipe build(const ValuePtr& v) {
-    if (for_resume_ && identity_matters(v)) {
+    // One traced object reached twice is rebuilt once (`return d, d.keys()` returns a view
+    // of the very dict returned).
+    if (identity_matters(v)) {
       auto seen = memo_.find(v.get());
       if (seen != memo_.end()) {
         OutputRecipe r;
@@ -516,6 +522,7 @@ class TorchBridge::RecipeBuilder {
       case TracedValue::Kind::NewObject:
       case TracedValue::Kind::Iterator:
       case TracedValue::Kind::Cell:
+      case TracedValue::Kind::DictView:
         return true;
       default:
         return false;
@@ -593,8 +600,16 @@ class TorchBridge::RecipeBuilder {
           r.items.push_back(build(v->items[i]));
         }
         r.constant = keys;
+        if (v->dict_class() != reinterpret_cast<PyObject*>(&PyDict_Type)) {
+          r.dict_type = PyRef::borrow(v->dict_class());
+        }
         return r;
       }
+      case TracedValue::Kind::DictView:
+        r.kind = OutputRecipe::Kind::DictView;
+        r.constant = PyRef::steal(PyUnicode_FromString(v->view_method()));
+        r.items.push_back(build(v->self_value));
+        return r;
       default:
         break;
     }

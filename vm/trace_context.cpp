@@ -265,6 +265,8 @@ bool truthiness(const ValuePtr& value) {
     case TracedValue::Kind::List:
     case TracedValue::Kind::Dict:
       return !value->items.empty();
+    case TracedValue::Kind::DictView:
+      return !value->self_value->keys.empty();
     case TracedValue::Kind::Tensor:
       unsupported("data-dependent control flow: the truth value of a tensor");
     case TracedValue::Kind::Range: {
@@ -357,7 +359,18 @@ PyRef concrete_object(const ValuePtr& value) {
           return PyRef();
         }
       }
+      if (value->dict_class() != reinterpret_cast<PyObject*>(&PyDict_Type)) {
+        out = PyRef::steal(PyObject_CallOneArg(value->dict_class(), out.get()));
+        if (!out) PyErr_Clear();
+      }
       return out;
+    }
+    case TracedValue::Kind::DictView: {
+      PyRef dict = concrete_object(value->self_value);
+      if (!dict) return PyRef();
+      PyRef view = PyRef::steal(PyObject_CallMethod(dict.get(), value->view_method(), nullptr));
+      if (!view) PyErr_Clear();
+      return view;
     }
     case TracedValue::Kind::Slice: {
       PyRef parts[3];

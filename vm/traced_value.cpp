@@ -82,6 +82,47 @@ ValuePtr TracedValue::cell(ValuePtr contents) {
   return v;
 }
 
+ValuePtr TracedValue::dict_view(ValuePtr dict, ViewOf which) {
+  auto v = std::make_shared<TracedValue>();
+  v->kind = Kind::DictView;
+  v->self_value = std::move(dict);
+  v->view_of = which;
+  return v;
+}
+
+std::vector<ValuePtr> TracedValue::view_items() const {
+  const TracedValue& d = *self_value;
+  switch (view_of) {
+    case ViewOf::Keys:
+      return d.keys;
+    case ViewOf::Values:
+      return d.items;
+    case ViewOf::Items:
+      break;
+  }
+  std::vector<ValuePtr> pairs;
+  for (size_t i = 0; i < d.keys.size(); ++i) pairs.push_back(tuple({d.keys[i], d.items[i]}));
+  return pairs;
+}
+
+const char* TracedValue::view_method() const {
+  switch (view_of) {
+    case ViewOf::Keys:
+      return "keys";
+    case ViewOf::Values:
+      return "values";
+    case ViewOf::Items:
+      return "items";
+  }
+  return "keys";
+}
+
+PyObject* TracedValue::dict_class() const {
+  if (class_value) return class_value->py();
+  if (obj) return reinterpret_cast<PyObject*>(Py_TYPE(obj.get()));
+  return reinterpret_cast<PyObject*>(&PyDict_Type);
+}
+
 std::string TracedValue::describe() const {
   auto type_name = [](PyObject* o) -> std::string {
     return o == nullptr ? "?" : Py_TYPE(o)->tp_name;
@@ -98,7 +139,10 @@ std::string TracedValue::describe() const {
     case Kind::List:
       return "list of " + std::to_string(items.size());
     case Kind::Dict:
-      return "dict of " + std::to_string(keys.size());
+      return std::string(reinterpret_cast<PyTypeObject*>(dict_class())->tp_name) + " of " +
+             std::to_string(keys.size());
+    case Kind::DictView:
+      return std::string("dict_") + view_method() + " view";
     case Kind::Slice:
       return "slice";
     case Kind::Range:

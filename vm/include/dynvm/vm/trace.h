@@ -54,11 +54,13 @@ struct OutputRecipe {
     FreeCell,      // the traced function's own closure cell #index
     Method,        // items[0] bound to items[1] (types.MethodType)
     MemoRef,       // the object rebuilt earlier for the recipe whose `memo` is `index`
+    DictView,      // items[0]'s keys(), values() or items() (`constant` names the method)
   };
   Kind kind = Kind::Constant;
   int index = -1;                   // GraphOutput: which graph output; see the kinds above
   int memo = -1;                    // >= 0: keep what this builds, for MemoRef (identity)
   PyRef constant;                   // Constant; Dict: the keys tuple; Tuple: the type
+  PyRef dict_type;                  // Dict: the dict subclass it is (OrderedDict); null: dict
   SourcePtr source;                 // FromSource
   std::vector<OutputRecipe> items;  // Tuple, List, Dict values
 };

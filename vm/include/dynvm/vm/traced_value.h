@@ -37,7 +37,8 @@ class TracedValue {
     Tensor,        // a tensor: its fake tensor and its graph value
     Tuple,         // items (a torch.Size too: see is_size)
     List,          // items; mutable when created by the trace
-    Dict,          // keys (constants) and values, in insertion order
+    Dict,          // keys (constants) and values, in insertion order; class_value set for a
+                   // dict subclass the trace made (an OrderedDict)
     Slice,         // items = start, stop, step
     Range,         // a range of constants (the range object in obj)
     Iterator,      // an iterator over items from position `position`
@@ -51,7 +52,10 @@ class TracedValue {
     NewObject,     // an instance of a user class made by the trace: attributes in
                    // keys/items, its class in class_value
     Partial,       // functools.partial: function, items = bound args, kwdefaults = keywords
+    DictView,      // d.keys(), d.values() or d.items() (view_of): a live view of the Dict in
+                   // self_value, so it sees the dict's later mutations as Python's views do
   };
+  enum class ViewOf : uint8_t { Keys, Values, Items };
 
   Kind kind = Kind::Null;
   SourcePtr source;  // where it came from; null for values the trace made
@@ -64,7 +68,8 @@ class TracedValue {
   bool is_size = false;                 // Tuple: a torch.Size
   bool mutable_here = false;            // List/Dict/Cell: made by the trace, may be mutated
   bool flag = false;                    // GradMode/GradModeExit: the grad mode it sets
-  ValuePtr self_value;                  // BoundMethod: self
+  ViewOf view_of = ViewOf::Keys;        // DictView: which view
+  ValuePtr self_value;                  // BoundMethod: self; DictView: the dict
   ValuePtr function;                    // BoundMethod: the function
   // Function made by MAKE_FUNCTION.
   std::shared_ptr<const frontend::CodeInfo> code;
@@ -87,6 +92,7 @@ class TracedValue {
                        SourcePtr source = nullptr);
   static ValuePtr iterator(std::vector<ValuePtr> items);
   static ValuePtr cell(ValuePtr contents);
+  static ValuePtr dict_view(ValuePtr dict, ViewOf which);
 
   bool is(Kind k) const { return kind == k; }
   bool is_null() const { return kind == Kind::Null; }
@@ -95,6 +101,13 @@ class TracedValue {
   bool is_sequence() const { return kind == Kind::Tuple || kind == Kind::List; }
   // Borrowed: the Python object of a Constant or Object; nullptr otherwise.
   PyObject* py() const { return obj.get(); }
+
+  // DictView: what the view holds now (keys, values, or (key, value) tuples).
+  std::vector<ValuePtr> view_items() const;
+  // DictView: "keys", "values" or "items", the dict method that makes it.
+  const char* view_method() const;
+  // Borrowed: the class of a Dict (dict, OrderedDict, ...).
+  PyObject* dict_class() const;
 
   // Short description for graph-break reasons ("tensor", "list of 3", "int 4").
   std::string describe() const;
