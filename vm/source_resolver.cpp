@@ -71,6 +71,7 @@ int SourceTable::intern(const SourcePtr& source) {
       entry.key = PyRef::steal(interned(source->name()));
       if (!entry.key) break;
       entry.is_dict_attr = kind == Source::Kind::Attr && source->name() == "__dict__";
+      entry.is_class_attr = kind == Source::Kind::Attr && source->name() == "__class__";
       break;
     case Source::Kind::ModuleParam:
     case Source::Kind::ModuleBuffer:
@@ -174,6 +175,7 @@ PyObject* read_source_entry(const SourceTable::Entry& entry, PyObject* base,
         PyObject* dict = instance_dict(base);  // borrowed
         if (dict != nullptr) return Py_NewRef(dict);
       }
+      if (entry.is_class_attr) return Py_NewRef(reinterpret_cast<PyObject*>(Py_TYPE(base)));
       return PyObject_GetAttr(base, entry.key.get());  // new
     case Source::Kind::ModuleParam:
     case Source::Kind::ModuleBuffer:

@@ -203,3 +203,31 @@ def test_a_list_two_modules_share_is_read_without_a_break():
     mine, theirs = [1], [1]
     assert torch.equal(compiled(mine, mine, torch.ones(1)), grow(theirs, theirs, torch.ones(1)))
     assert mine == theirs == [1, 1]
+
+
+class _ConfigWithGetattribute:
+    """Shaped like transformers' configs: __getattribute__ overridden, delegating to super()."""
+
+    def __init__(self):
+        self.hidden = 4
+
+    def __getattribute__(self, key):
+        return super().__getattribute__(key)
+
+
+def test_getattr_default_on_a_class_overriding_getattribute():
+    # The guards read `L['self'].__class__` of the traced __getattribute__ by calling that
+    # very __getattribute__: the nested frame recursed, and the second call took the wrong
+    # branch (getattr returned a class instead of the default).
+    config = _ConfigWithGetattribute()
+
+    def f(x):
+        missing = getattr(config, "missing", None)
+        if missing is None:
+            return x + config.hidden
+        return x - 1
+
+    compiled = dynvm.compile(f, backend="eager")
+    x = torch.zeros(2)
+    for _ in range(4):
+        assert torch.equal(compiled(x), f(x))

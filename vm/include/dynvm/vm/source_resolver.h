@@ -46,6 +46,9 @@ class SourceTable {
     // ModuleParam/ModuleBuffer/ModuleChild: "_parameters", "_buffers" or "_modules". Owned.
     PyRef container;
     bool is_dict_attr = false;  // Attr "__dict__": read as the instance dict, not by getattr
+    // Attr "__class__": read as type(base), the class the trace looked attributes up on; a
+    // class's own __getattribute__ never runs inside a guard (it may be traced code itself).
+    bool is_class_attr = false;
   };
 
   SourceTable() = default;
