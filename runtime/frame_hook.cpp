@@ -26,6 +26,7 @@ bool g_global = false;
 CompileOptions g_global_options;
 FrameFilter g_filter;
 std::vector<std::string> g_default_skips;
+std::vector<std::string> g_default_keeps;
 bool g_installed = false;
 
 // Per code object, in its co_extra slot: may dynvm compile it, under the filter of a
@@ -40,6 +41,15 @@ uint64_t g_filter_generation = 1;
 
 bool starts_with(const std::string& s, const std::string& prefix) {
   return !prefix.empty() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// The length of the longest of `prefixes` that `file` starts with (0: none).
+size_t longest_prefix(const std::vector<std::string>& prefixes, const std::string& file) {
+  size_t longest = 0;
+  for (const std::string& prefix : prefixes) {
+    if (prefix.size() > longest && starts_with(file, prefix)) longest = prefix.size();
+  }
+  return longest;
 }
 
 bool matches_any(const std::vector<std::string>& globs, const std::string& file) {
@@ -63,10 +73,7 @@ bool decide(PyObject* code, const FrameFilter& filter) {
   for (const std::string& prefix : filter.skip_prefixes) {
     if (starts_with(file, prefix)) return false;
   }
-  for (const std::string& prefix : g_default_skips) {
-    if (starts_with(file, prefix)) return false;
-  }
-  return true;
+  return longest_prefix(g_default_skips, file) <= longest_prefix(g_default_keeps, file);
 }
 
 bool eligible(PyObject* code, const FrameFilter& filter, bool for_run) {
@@ -119,8 +126,9 @@ void enable_global_compilation(const CompileOptions& options, FrameFilter filter
 
 void disable_global_compilation() { g_global = false; }
 
-void set_default_skip_prefixes(std::vector<std::string> prefixes) {
-  g_default_skips = std::move(prefixes);
+void set_default_skip_prefixes(std::vector<std::string> skips, std::vector<std::string> keeps) {
+  g_default_skips = std::move(skips);
+  g_default_keeps = std::move(keeps);
   ++g_filter_generation;
 }
 

@@ -29,24 +29,33 @@ bool string_list(PyObject* seq, const char* what, std::vector<std::string>* out)
   return true;
 }
 
-// set_skip_prefixes(list[str]): directories whose code a compiled function's callees
-// never compile in.
-PyObject* set_skip_prefixes(PyObject*, PyObject* arg) {
-  std::vector<std::string> prefixes;
-  if (!string_list(arg, "set_skip_prefixes expects a list of str", &prefixes)) return nullptr;
-  set_default_skip_prefixes(std::move(prefixes));
+// set_skip_prefixes(skips: list[str], keeps: list[str]): directories whose code is never
+// compiled, and directories inside them whose code is (frame_hook.h).
+PyObject* set_skip_prefixes(PyObject*, PyObject* args) {
+  PyObject* skip_list = nullptr;
+  PyObject* keep_list = nullptr;
+  if (!PyArg_ParseTuple(args, "OO", &skip_list, &keep_list)) return nullptr;
+  std::vector<std::string> skips;
+  std::vector<std::string> keeps;
+  if (!string_list(skip_list, "set_skip_prefixes expects lists of str", &skips) ||
+      !string_list(keep_list, "set_skip_prefixes expects lists of str", &keeps)) {
+    return nullptr;
+  }
+  set_default_skip_prefixes(std::move(skips), std::move(keeps));
   Py_RETURN_NONE;
 }
 
-// enable_global(backend, fullgraph, cache_size_limit, include, exclude): compile every
-// frame of user code in every thread (dynvm run).
+// enable_global(backend, fullgraph, cache_size_limit, include, exclude, skip): compile every
+// frame of user code in every thread (dynvm run), leaving frames in `skip` directories
+// (installed packages) to CPython.
 PyObject* enable_global(PyObject*, PyObject* args) {
   const char* backend = nullptr;
   int fullgraph = 0;
   int limit = 8;
   PyObject* include = nullptr;
   PyObject* exclude = nullptr;
-  if (!PyArg_ParseTuple(args, "spiOO", &backend, &fullgraph, &limit, &include, &exclude)) {
+  PyObject* skip = nullptr;
+  if (!PyArg_ParseTuple(args, "spiOOO", &backend, &fullgraph, &limit, &include, &exclude, &skip)) {
     return nullptr;
   }
   CompileOptions options;
@@ -55,7 +64,8 @@ PyObject* enable_global(PyObject*, PyObject* args) {
   options.cache_size_limit = limit;
   FrameFilter filter;
   if (!string_list(include, "include must be a list of str", &filter.include) ||
-      !string_list(exclude, "exclude must be a list of str", &filter.exclude)) {
+      !string_list(exclude, "exclude must be a list of str", &filter.exclude) ||
+      !string_list(skip, "skip must be a list of str", &filter.skip_prefixes)) {
     return nullptr;
   }
   enable_global_compilation(options, std::move(filter));
@@ -144,7 +154,7 @@ const PyMethodDef kFrameHookMethods[] = {
      "Write every compiled graph to this directory as Graphviz (and SVG)."},
     {"time_cached_variant", time_variant, METH_VARARGS,
      "Benchmarks: nanoseconds for the guards and for the graph of a cached variant."},
-    {"set_skip_prefixes", set_skip_prefixes, METH_O,
+    {"set_skip_prefixes", set_skip_prefixes, METH_VARARGS,
      "Directories whose code compiled functions' callees do not compile."},
     {"enable_global", enable_global, METH_VARARGS, "Compile every frame of user code (dynvm run)."},
     {"disable_global", disable_global, METH_NOARGS, "Stop compiling every frame."},

@@ -298,3 +298,61 @@ def test_the_cache_size_limit_is_configurable(monkeypatch):
     monkeypatch.setenv("DYNVM_CACHE_SIZE_LIMIT", "lots")
     with pytest.raises(ValueError, match="DYNVM_CACHE_SIZE_LIMIT"):
         dynvm.compile(_scale, backend="eager")(torch.randn(1))
+
+
+@pytest.fixture
+def installed_module():
+    """A module written into an installed-package directory of this Python (as transformers
+    is), imported, and removed afterwards."""
+    import importlib
+    import os
+
+    directories = [d for d in dynvm._native.installed_package_directories()
+                   if os.path.isdir(d) and os.access(d, os.W_OK)]
+    if not directories:
+        pytest.skip("no writable installed-package directory")
+    name = f"_dynvm_installed_test_{os.getpid()}"
+    path = os.path.join(directories[0], name + ".py")
+    with open(path, "w") as f:
+        f.write("def library_layer(x):\n"
+                "    y = x * 2\n"
+                "    print('library break')\n"
+                "    return y + 1\n")
+    try:
+        importlib.invalidate_caches()
+        yield importlib.import_module(name)
+    finally:
+        sys.modules.pop(name, None)
+        os.remove(path)
+
+
+def test_callees_in_installed_packages_are_compiled_below_a_compiled_function(
+        installed_module, capsys):
+    # Under dynvm.compile(model), what the model calls is the model: a library frame the
+    # eager part calls (here after a break) is compiled, as Dynamo does, not left to CPython.
+    def model(x):
+        h = x - 1
+        print("user break")
+        return installed_module.library_layer(h)
+
+    compiled = dynvm.compile(model, backend="eager")
+    x = torch.randn(4)
+    for _ in range(2):
+        assert torch.equal(compiled(x), model(x))
+    functions = {g["function"].split(" ")[0] for g in _graphs()}
+    assert "library_layer" in functions, _graphs()
+
+
+def test_dynvm_run_leaves_installed_packages_to_cpython(installed_module, tmp_path):
+    script = tmp_path / "main.py"
+    script.write_text(f"import torch, {installed_module.__name__} as lib\n"
+                      "def step(x):\n"
+                      "    return lib.library_layer(x) * 3\n"
+                      "for _ in range(3):\n"
+                      "    step(torch.ones(2))\n")
+    report_file = tmp_path / "r.json"
+    result = cli.dynvm("run", "--backend", "eager", "--report", "json", str(report_file),
+                       str(script), cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    functions = {g["function"].split(" ")[0] for g in json.loads(report_file.read_text())["graphs"]}
+    assert "step" in functions and "library_layer" not in functions, functions

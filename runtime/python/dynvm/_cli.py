@@ -102,7 +102,8 @@ def _start_compiling(run):
     core = _native.core()
     if run.graphs_dir:
         core.set_graphs_dir(run.graphs_dir)
-    core.enable_global(backend, False, config.cache_size_limit(), run.include, run.exclude)
+    core.enable_global(backend, False, config.cache_size_limit(), run.include, run.exclude,
+                       _native.installed_package_directories())
     global _effective_backend
     _effective_backend = backend
 

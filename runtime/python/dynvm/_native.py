@@ -15,29 +15,52 @@ def core():
 
         from dynvm import _C
 
-        _C.set_skip_prefixes(_skipped_directories())
+        _C.set_skip_prefixes(_skipped_directories(), installed_package_directories())
         _core = _C
     return _core
 
 
 def _skipped_directories():
-    """Where the code lives that the callees of a compiled function leave to CPython: the
-    standard library, installed packages (torch among them) and dynvm itself."""
+    """Where the code lives that dynvm never compiles, not even below a compiled function:
+    the standard library, torch and dynvm itself. Other installed packages (transformers,
+    timm, ...) are compiled where a compiled function calls them: what a model calls is
+    the model. (The standard library's directory may hold site-packages: the longest
+    matching directory decides, see installed_package_directories.)"""
     import os
-    import site
     import sysconfig
 
     import torch
 
     dirs = set()
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+    for key in ("stdlib", "platstdlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(path)
+    dirs.add(os.path.dirname(torch.__file__))
+    dirs.add(os.path.dirname(os.path.abspath(__file__)))
+    return _as_prefixes(dirs)
+
+
+def installed_package_directories():
+    """Where installed packages live: `dynvm run` compiles the script's own frames, and
+    leaves frames that start in these directories to CPython."""
+    import site
+    import sysconfig
+
+    dirs = set()
+    for key in ("purelib", "platlib"):
         path = sysconfig.get_paths().get(key)
         if path:
             dirs.add(path)
     for path in site.getsitepackages() + [site.getusersitepackages()]:
         dirs.add(path)
-    dirs.add(os.path.dirname(os.path.dirname(torch.__file__)))
-    dirs.add(os.path.dirname(os.path.abspath(__file__)))
+    return _as_prefixes(dirs)
+
+
+def _as_prefixes(dirs):
+    """Each directory as a prefix of file names, resolved and as given."""
+    import os
+
     return sorted(os.path.realpath(d) + os.sep for d in dirs if d) + sorted(
         os.path.abspath(d) + os.sep for d in dirs if d
     )

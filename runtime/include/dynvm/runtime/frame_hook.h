@@ -36,9 +36,11 @@ class CompileScope {
   PyObject* saved_code_;
 };
 
-// Sets the directories compiled functions' callees are not compiled in (the standard
-// library, site-packages, torch, dynvm); set once by the Python module.
-void set_default_skip_prefixes(std::vector<std::string> prefixes);
+// Sets the directories no frame is compiled in (the standard library, torch, dynvm), and
+// those inside them that are compiled all the same (installed packages: the standard
+// library's directory often holds site-packages); the longest matching prefix decides. Set
+// once by the Python module.
+void set_default_skip_prefixes(std::vector<std::string> skips, std::vector<std::string> keeps);
 
 // While alive, this thread's frames run plainly: dynvm is tracing or running a graph.
 class HookPause {
