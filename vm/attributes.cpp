@@ -5,6 +5,7 @@
 
 #include "inline_frame.h"
 #include "known_objects.h"
+#include "python_values.h"
 #include "trace_context.h"
 #include "user_objects.h"
 
@@ -128,7 +129,36 @@ ValuePtr module_attribute(TraceContext& ctx, const ValuePtr& module_value,
               "'");
 }
 
+// Whether the class or a base defines __getattr__ (the fallback of a failed lookup).
+bool has_getattr_fallback(PyTypeObject* type) {
+  Py_ssize_t where = 0;
+  return lookup_in_mro(type, "__getattr__", 0, &where) != nullptr;
+}
+
 ValuePtr object_attribute(TraceContext& ctx, const ValuePtr& obj_value, const std::string& name) {
+  PyObject* obj = obj_value->py();
+  const SourcePtr& src = obj_value->source;
+  if (is_module(obj)) return module_attribute(ctx, obj_value, name);
+  PyTypeObject* obj_type = Py_TYPE(obj);
+  if (src && !PyModule_Check(obj) && !PyType_Check(obj) && !has_generic_getattribute(obj_type)) {
+    // The class's own __getattribute__ (transformers' configs remap names with one) is traced
+    // like any method; the object.__getattribute__ it ends in is generic_object_attribute.
+    Py_ssize_t where = 0;
+    PyObject* getattribute = lookup_in_mro(obj_type, "__getattribute__", 0, &where);
+    if (getattribute != nullptr && PyFunction_Check(getattribute)) {
+      ValuePtr fn =
+          ctx.wrap(getattribute, Source::attr(Source::attr(src, "__class__"), "__getattribute__"));
+      PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
+      return inline_function(ctx, fn, {obj_value, TracedValue::constant(key)}, {});
+    }
+  }
+  return generic_object_attribute(ctx, obj_value, name);
+}
+
+}  // namespace
+
+ValuePtr generic_object_attribute(TraceContext& ctx, const ValuePtr& obj_value,
+                                  const std::string& name) {
   PyObject* obj = obj_value->py();
   const SourcePtr& src = obj_value->source;
   if (is_module(obj)) return module_attribute(ctx, obj_value, name);
@@ -166,6 +196,14 @@ ValuePtr object_attribute(TraceContext& ctx, const ValuePtr& obj_value, const st
       if (!src) return TracedValue::object(PyRef::borrow(found));
       return ctx.wrap(found, Source::attr(src, name));
     }
+    if (class_attr == nullptr && src && (type->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+        !has_getattr_fallback(type)) {
+      // Missing: neither the instance nor its class has it, as long as the class stays the
+      // same and the instance's keys do.
+      ctx.guard(TraceContext::GuardKind::TypeMatch, src, obj);
+      ctx.guard(TraceContext::GuardKind::DictKeys, Source::attr(src, "__dict__"), *dictptr);
+      attribute_missing(type->tp_name, name);
+    }
   } else if (type->tp_flags & Py_TPFLAGS_MANAGED_DICT) {
     PyRef value = PyRef::steal(PyObject_GenericGetAttr(obj, PyUnicode_FromString(name.c_str())));
     if (value && (class_attr == nullptr || !PyFunction_Check(class_attr))) {
@@ -192,6 +230,8 @@ ValuePtr object_attribute(TraceContext& ctx, const ValuePtr& obj_value, const st
   if (!src) return TracedValue::constant(value);
   return ctx.wrap(value.get(), Source::attr(src, name));
 }
+
+namespace {
 
 ValuePtr super_attribute(TraceContext& ctx, const ValuePtr& sup, const std::string& name) {
   PyObject* cls = sup->items[0]->py();

@@ -297,6 +297,8 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     if (args.size() == 3) {
       try {
         return load_attribute(ctx, args[0], PyUnicode_AsUTF8(attr_name.get()));
+      } catch (AttributeMissing&) {
+        return args[2];
       } catch (Unsupported&) {
         PyRef base = concrete_object(args[0]);
         if (base && !PyObject_HasAttr(base.get(), attr_name.get())) return args[2];
@@ -308,6 +310,17 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
   if (name == "hasattr" && args.size() == 2) {
     PyRef attr_name = concrete_object(args[1]);
     if (!attr_name) unsupported("hasattr() with a non-constant name");
+    if (args[0]->is(TracedValue::Kind::Object) && args[0]->source && !is_module(args[0]->py())) {
+      // Looked up as the program would, so that presence and absence are both guarded.
+      try {
+        load_attribute(ctx, args[0], PyUnicode_AsUTF8(attr_name.get()));
+        return bool_value(true);
+      } catch (AttributeMissing&) {
+        return bool_value(false);
+      } catch (Unsupported&) {
+        // Not traceable: the concrete answer below, guarded by the object's type.
+      }
+    }
     if (args[0]->is(TracedValue::Kind::NewObject)) {
       std::string attr = PyUnicode_AsUTF8(attr_name.get());
       if (find_attribute(args[0], attr)) return bool_value(true);
@@ -1130,6 +1143,12 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     if (self != nullptr && is_immutable_constant(self) && all_concrete(args, kwargs)) {
       return call_concrete(fn, args, kwargs);
     }
+  }
+  if (fn == known().object_getattribute.get() && args.size() == 2 && kwargs.empty() &&
+      args[0]->is(TracedValue::Kind::Object) && args[1]->is_constant() &&
+      PyUnicode_Check(args[1]->py())) {
+    // The end of a class's own __getattribute__ (super().__getattribute__(name)).
+    return generic_object_attribute(ctx, args[0], PyUnicode_AsUTF8(args[1]->py()));
   }
   if (is_torch_callable(fn)) return ctx.bridge->call(fn, args, kwargs);
   if (PyFunction_Check(fn))

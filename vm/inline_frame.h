@@ -103,8 +103,14 @@ ValuePtr call_value(TraceContext& context, const ValuePtr& callable, std::vector
 ValuePtr inline_function(TraceContext& context, const ValuePtr& function,
                          std::vector<ValuePtr> args, KwArgs kwargs);
 
-// obj.name for a traced object. Throws Unsupported.
+// obj.name for a traced object. Throws Unsupported (AttributeMissing where the object proves
+// to have no such attribute).
 ValuePtr load_attribute(TraceContext& context, const ValuePtr& object, const std::string& name);
+
+// object.__getattribute__(obj, name) for a concrete object (kind Object): the lookup without
+// its class's own __getattribute__.
+ValuePtr generic_object_attribute(TraceContext& context, const ValuePtr& object,
+                                  const std::string& name);
 
 // The operators of the language over traced values. Throw Unsupported.
 ValuePtr binary_operation(TraceContext& context, int binary_op, const ValuePtr& lhs,

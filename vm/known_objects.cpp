@@ -58,6 +58,8 @@ KnownObjects* load() {
   PyRef collections = PyRef::steal(PyImport_ImportModule("collections"));
   if (!collections) return nullptr;
   k->ordered_dict_type = attr(collections.get(), "OrderedDict");
+  k->object_getattribute =
+      attr(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__getattribute__");
   if (k->tracing) {
     k->grad_mode_exit_type = PyRef::steal(PyObject_GetAttrString(k->tracing.get(), "GradModeExit"));
   }

@@ -26,6 +26,7 @@ struct KnownObjects {
   PyRef module_getattr;       // torch.nn.Module.__getattr__
   PyRef operator_module;      // the operator module
   PyRef ordered_dict_type;    // collections.OrderedDict
+  PyRef object_getattribute;  // object.__getattribute__ (a slot wrapper)
   PyRef builtins;             // the builtins module's dict
   PyRef tracing;              // dynvm._tracing
   PyRef grad_mode_exit_type;  // dynvm._tracing.GradModeExit (rebuilt `with` exits)

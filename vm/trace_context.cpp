@@ -14,6 +14,12 @@ namespace dynvm::vm {
 
 void unsupported(std::string reason) { throw Unsupported{std::move(reason), "", 0}; }
 
+void attribute_missing(const std::string& type_name, const std::string& name) {
+  AttributeMissing missing;
+  missing.reason = "'" + type_name + "' object has no attribute '" + name + "'";
+  throw missing;
+}
+
 void unsupported_from_python_error(const std::string& what) {
   std::string error = take_error_text();  // clears it
   unsupported(error.empty() ? what : what + ": " + error);

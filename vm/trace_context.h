@@ -34,6 +34,13 @@ struct Unsupported {
 
 [[noreturn]] void unsupported(std::string reason);
 
+// Thrown where an attribute lookup proved, under the guards it added, that the object has no
+// such attribute: getattr(obj, name, default) and hasattr() catch it; anywhere else it is a
+// graph break like any Unsupported (eager then raises the AttributeError).
+struct AttributeMissing : Unsupported {};
+
+[[noreturn]] void attribute_missing(const std::string& type_name, const std::string& name);
+
 // Throws Unsupported carrying the current Python error's text and clears it.
 [[noreturn]] void unsupported_from_python_error(const std::string& what);
 

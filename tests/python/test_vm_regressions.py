@@ -231,3 +231,57 @@ def test_getattr_default_on_a_class_overriding_getattribute():
     x = torch.zeros(2)
     for _ in range(4):
         assert torch.equal(compiled(x), f(x))
+
+
+class _RemappingConfig:
+    """transformers' PretrainedConfig in miniature: names remapped by a class-level map in
+    __getattribute__, attributes that models probe for with getattr(config, name, default)."""
+
+    attribute_map = {"hidden_size": "n_embd"}
+
+    def __init__(self):
+        self.n_embd = 3
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+class _FallbackConfig:
+    def __getattr__(self, name):
+        return 10
+
+
+def test_getattribute_is_traced_and_getattr_defaults_are_guarded():
+    config = _RemappingConfig()
+
+    def f(x):
+        scale = getattr(config, "output_scale", 1.0)
+        if hasattr(config, "bias_value"):
+            x = x + config.bias_value
+        return x * scale + config.hidden_size
+
+    compiled = dynvm.compile(f, backend="eager", fullgraph=True)  # no break: all traced
+    x = torch.ones(2)
+    assert torch.equal(compiled(x), f(x))
+    assert torch.equal(compiled(x), f(x))
+    config.output_scale = 2.0  # now present: the instance's keys changed, so a retrace
+    assert torch.equal(compiled(x), f(x))
+    config.bias_value = 5.0
+    assert torch.equal(compiled(x), f(x))
+    del config.output_scale
+    assert torch.equal(compiled(x), f(x))
+    assert torch.equal(compiled(x), torch.full((2,), 9.0))
+
+
+def test_a_getattr_fallback_is_not_a_missing_attribute():
+    config = _FallbackConfig()
+
+    def f(x):
+        return x + getattr(config, "anything", 1)
+
+    compiled = dynvm.compile(f, backend="eager")
+    x = torch.zeros(2)
+    for _ in range(2):
+        assert torch.equal(compiled(x), torch.full((2,), 10.0))
