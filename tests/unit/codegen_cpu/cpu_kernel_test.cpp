@@ -338,6 +338,34 @@ graph(%x: i32[7, 2048] cpu, %y: f16[7, 2048] cpu):
 )");
 }
 
+// Lanes folding a reduce each (the kept dims walk memory contiguously, the reduced one does
+// not) once ran no iteration when the reduce had fewer than four iterations or a
+// transcendental body: the remainder loop was emitted only after an unrolled one
+// (torch.stack((a, b)).sum(0) and logsumexp over dim 0 gave the identity).
+TEST_CASE("cpu kernel: lane reductions with few iterations or a transcendental body",
+          "[codegen_cpu]") {
+  for (int lanes : {0, 4, 8, 16}) {
+    INFO("vector lanes " << lanes);
+    CpuCompileOptions options = testing::uncached();
+    options.vector_lanes = lanes;
+    check_against_aten(R"(
+graph(%x: f32[2, 10, 10] cpu):
+  %0: f32[10, 10] cpu = aten::sum.dim_IntList(%x, [0], False)
+  return (%0)
+)",
+                       1, options);
+    check_against_aten(R"(
+graph(%a: f32[10, 10] cpu):
+  %0: f32[1, 10] cpu = aten::amax(%a, [0], True)
+  %1: f32[10, 10] cpu = aten::sub.Tensor(%a, %0)
+  %2: f32[10, 10] cpu = aten::exp(%1)
+  %3: f32[10] cpu = aten::sum.dim_IntList(%2, [0], False)
+  return (%3)
+)",
+                       1, options);
+  }
+}
+
 TEST_CASE("cpu kernel: a row temporary read only by another reduction", "[codegen_cpu]") {
   // exp(x) feeds two reductions; with a transposed input the row loop walks memory
   // contiguously, yet the rows must not share the temporary.

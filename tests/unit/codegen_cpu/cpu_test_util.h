@@ -91,10 +91,11 @@ inline at::Tensor random_input(const graph::TensorMeta& meta, int64_t seed) {
 
 // Compiles `text`, runs it and the AtenExecutor on the same random inputs and compares.
 // Returns the kernel for further checks.
-inline std::unique_ptr<CpuKernel> check_against_aten(const std::string& text, int64_t seed = 1) {
+inline std::unique_ptr<CpuKernel> check_against_aten(const std::string& text, int64_t seed = 1,
+                                                     CpuCompileOptions options = uncached()) {
   INFO(text);
   graph::Graph group = parse(text);
-  Expected<std::unique_ptr<CpuKernel>> kernel = CpuKernel::compile(group, uncached());
+  Expected<std::unique_ptr<CpuKernel>> kernel = CpuKernel::compile(group, options);
   if (!kernel) FAIL("compile error: " << kernel.error().message);
   Expected<std::unique_ptr<AtenExecutor>> reference = AtenExecutor::build(group);
   if (!reference) FAIL("AtenExecutor: " << reference.error().message);
