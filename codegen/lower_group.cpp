@@ -891,6 +891,8 @@ class GroupLowering {
           it->second != LoopOp::Abs) {
         unsupported(op + " on integers");
       }
+      // ATen has no bool kernel: the group runs through ATen, which raises as eager does.
+      if (type == DType::Bool) unsupported(op + " on bool");
       return unary(it->second);
     }
     static const std::map<std::string, LoopOp> kBinary = {
@@ -919,6 +921,7 @@ class GroupLowering {
       return instr(type, is_add ? LoopOp::Add : LoopOp::Sub, {x(0, type), b});
     }
     if (op == "aten::relu") {
+      if (type == DType::Bool) unsupported("relu on bool");  // ATen refuses it
       return instr(type, LoopOp::Max, {x(0, type), constant(type, 0.0)});
     }
     if (op == "aten::pow.Tensor_Scalar") return emit_pow(node, index, out.sizes, type);

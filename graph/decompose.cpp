@@ -121,10 +121,17 @@ int64_t reduced_numel(const TensorMeta& meta, const std::vector<int64_t>& dims) 
   return n;
 }
 
+// ATen's kernels of the activations below, glu and lerp take floating types only: an
+// integral or bool input makes eager raise, so such a node is left to ATen to raise too.
+Value* floating_tensor(const Rewrite& r, size_t index, std::string_view name) {
+  Value* x = r.tensor(index, name);
+  return x != nullptr && is_floating(x->meta()->dtype) ? x : nullptr;
+}
+
 // ----- activations
 
 bool gelu(Rewrite& r) {
-  Value* x = r.tensor(0, "self");
+  Value* x = floating_tensor(r, 0, "self");
   const Argument* approximate = r.arg(1, "approximate");
   std::string mode = "none";
   if (approximate != nullptr && !approximate->is_none()) {
@@ -152,7 +159,7 @@ bool gelu(Rewrite& r) {
 }
 
 bool silu(Rewrite& r) {
-  Value* x = r.tensor(0, "self");
+  Value* x = floating_tensor(r, 0, "self");
   if (x == nullptr) return false;
   Value* xc = r.b.convert(x, computation_dtype(x->meta()->dtype));
   r.results[0] = r.b.binary("aten::mul.Tensor", xc, r.b.unary("aten::sigmoid", xc));
@@ -166,7 +173,7 @@ Value* relu6_shifted(Rewrite& r, Value* x) {
 }
 
 bool hardsigmoid(Rewrite& r) {
-  Value* x = r.tensor(0, "self");
+  Value* x = floating_tensor(r, 0, "self");
   if (x == nullptr) return false;
   Value* xc = r.b.convert(x, computation_dtype(x->meta()->dtype));
   r.results[0] = r.b.binary("aten::div.Scalar", relu6_shifted(r, xc), real(6.0));
@@ -174,7 +181,7 @@ bool hardsigmoid(Rewrite& r) {
 }
 
 bool hardswish(Rewrite& r) {
-  Value* x = r.tensor(0, "self");
+  Value* x = floating_tensor(r, 0, "self");
   if (x == nullptr) return false;
   Value* xc = r.b.convert(x, computation_dtype(x->meta()->dtype));
   Value* gated = r.b.binary("aten::mul.Tensor", xc, relu6_shifted(r, xc));
@@ -199,7 +206,7 @@ bool relu6(Rewrite& r) {
 }
 
 bool leaky_relu(Rewrite& r) {
-  Value* x = r.tensor(0, "self");
+  Value* x = floating_tensor(r, 0, "self");
   auto slope = r.scalar(1, "negative_slope", real(0.01));
   if (x == nullptr || !slope) return false;
   Value* positive = r.b.binary("aten::gt.Scalar", x, Argument::integer(0));
@@ -218,7 +225,7 @@ Value* softplus_of(Rewrite& r, Value* x, double beta, double threshold) {
 }
 
 bool softplus(Rewrite& r) {
-  Value* x = r.tensor(0, "self");
+  Value* x = floating_tensor(r, 0, "self");
   auto beta = r.number(1, "beta", 1.0);
   auto threshold = r.number(2, "threshold", 20.0);
   if (x == nullptr || !beta || !threshold) return false;
@@ -228,7 +235,7 @@ bool softplus(Rewrite& r) {
 }
 
 bool mish(Rewrite& r) {
-  Value* x = r.tensor(0, "self");
+  Value* x = floating_tensor(r, 0, "self");
   if (x == nullptr) return false;
   Value* xc = r.b.convert(x, computation_dtype(x->meta()->dtype));
   r.results[0] =
@@ -237,7 +244,7 @@ bool mish(Rewrite& r) {
 }
 
 bool elu(Rewrite& r) {
-  Value* x = r.tensor(0, "self");
+  Value* x = floating_tensor(r, 0, "self");
   auto alpha = r.number(1, "alpha", 1.0);
   auto scale = r.number(2, "scale", 1.0);
   auto input_scale = r.number(3, "input_scale", 1.0);
@@ -278,12 +285,20 @@ bool square(Rewrite& r) {
   return true;
 }
 
+// self + value * (t1 combine t2). ATen first converts `value` to the result's type, so an
+// integral result uses the truncated value (addcmul(x, y, z, value=0.5) adds nothing for
+// integers); ATen has no bool kernel.
 bool addcmul_like(Rewrite& r, const char* combine) {
   Value* self = r.tensor(0, "self");
   Value* t1 = r.tensor(1, "tensor1");
   Value* t2 = r.tensor(2, "tensor2");
   auto value = r.scalar(3, "value", Argument::integer(1));
   if (self == nullptr || t1 == nullptr || t2 == nullptr || !value) return false;
+  DType result = r.out_meta(0).dtype;
+  if (result == DType::Bool) return false;
+  if (is_integral(result, false) && value->kind() == Argument::Kind::Double) {
+    value = Argument::integer(static_cast<int64_t>(value->as_double()));
+  }
   Value* term = r.b.binary(combine, t1, t2);
   if (!is_one(*value)) term = r.b.binary("aten::mul.Scalar", term, *value);
   r.results[0] = r.b.binary("aten::add.Tensor", self, term);
@@ -295,7 +310,7 @@ bool addcdiv(Rewrite& r) { return addcmul_like(r, "aten::div.Tensor"); }
 
 // self + w (end - self) for |w| < 0.5, else end - (end - self)(1 - w), as ATen computes it.
 bool lerp_scalar(Rewrite& r) {
-  Value* self = r.tensor(0, "self");
+  Value* self = floating_tensor(r, 0, "self");
   Value* end = r.tensor(1, "end");
   auto weight = r.number(2, "weight", 0.0);
   if (self == nullptr || end == nullptr || !weight) return false;
@@ -311,7 +326,7 @@ bool lerp_scalar(Rewrite& r) {
 }
 
 bool lerp_tensor(Rewrite& r) {
-  Value* self = r.tensor(0, "self");
+  Value* self = floating_tensor(r, 0, "self");
   Value* end = r.tensor(1, "end");
   Value* weight = r.tensor(2, "weight");
   if (self == nullptr || end == nullptr || weight == nullptr) return false;
@@ -359,7 +374,7 @@ bool clamp_max_tensor(Rewrite& r) {
 
 // First half of `dim` times the sigmoid of the second half.
 bool glu(Rewrite& r) {
-  Value* x = r.tensor(0, "self");
+  Value* x = floating_tensor(r, 0, "self");
   auto dim = r.number(1, "dim", -1.0);
   if (x == nullptr || !dim || x->meta()->dim() == 0) return false;
   auto wrapped = reduced_dims({static_cast<int64_t>(*dim)}, x->meta()->dim());
@@ -378,7 +393,7 @@ bool glu(Rewrite& r) {
 
 // log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)); the buffer (output 1) must be unused.
 bool log_sigmoid_forward(Rewrite& r) {
-  Value* x = r.tensor(0, "self");
+  Value* x = floating_tensor(r, 0, "self");
   if (x == nullptr || r.output_used(1)) return false;
   Value* xc = r.b.convert(x, computation_dtype(x->meta()->dtype));
   Value* negative_part = r.b.primitive("aten::clamp", {xc, Argument(), real(0.0)});
@@ -477,7 +492,9 @@ bool threshold(Rewrite& r) {
   Value* x = r.tensor(0, "self");
   auto limit = r.scalar(1, "threshold", Argument());
   auto value = r.scalar(2, "value", Argument());
-  if (!real_tensor(x) || !limit || limit->is_none() || !value || value->is_none()) return false;
+  // ATen has no bool kernel.
+  if (!real_tensor(x) || x->meta()->dtype == DType::Bool) return false;
+  if (!limit || limit->is_none() || !value || value->is_none()) return false;
   Value* below = r.b.binary("aten::le.Scalar", x, *limit);
   r.results[0] =
       r.b.primitive("aten::where.self", {below, filled_like(r, x, *value, x->meta()->dtype), x});

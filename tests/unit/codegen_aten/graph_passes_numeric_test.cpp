@@ -194,6 +194,43 @@ graph(%x: f32[4, 8] cpu, %y: f32[4, 8] cpu, %z: f32[8] cpu, %w: f32[4, 8] cpu):
 )");
 }
 
+// ATen converts addcmul's value to the result type first: for integers 0.5 adds nothing.
+TEST_CASE("decomposed addcmul of integers truncates the value as ATen does", "[graph_passes]") {
+  check_decomposition(R"(
+graph(%x: i64[4, 8] cpu, %y: i64[4, 8] cpu, %z: i64[8] cpu):
+  %0: i64[4, 8] cpu = aten::addcmul(%x, %y, %z, value=0.5)
+  %1: i64[4, 8] cpu = aten::addcmul(%x, %y, %z, value=-1.5)
+  %2: i64[4, 8] cpu = aten::addcmul(%x, %y, %z, value=3)
+  return (%0, %1, %2)
+)");
+}
+
+// ATen's kernels of these take floating types only (bool: not threshold and addcmul
+// either); eager raises, so the decomposition leaves them to ATen to raise as well.
+TEST_CASE("activations of integers and bools are not decomposed", "[graph_passes]") {
+  graph::Graph original = parse(R"(
+graph(%n: i64[4, 8] cpu, %b: bool[4, 8] cpu):
+  %0: i64[4, 8] cpu = aten::gelu(%n)
+  %1: i64[4, 8] cpu = aten::silu(%n)
+  %2: i64[4, 8] cpu = aten::hardsigmoid(%n)
+  %3: i64[4, 8] cpu = aten::hardswish(%n)
+  %4: i64[4, 8] cpu = aten::leaky_relu(%n, 0.2)
+  %5: i64[4, 8] cpu = aten::softplus(%n, 1, 20)
+  %6: i64[4, 8] cpu = aten::mish(%n)
+  %7: i64[4, 8] cpu = aten::elu(%n, 1, 1, 1)
+  %8: i64[4, 4] cpu = aten::glu(%n)
+  %9: i64[4, 8] cpu = aten::lerp.Scalar(%n, %n, 0.25)
+  %10: i64[4, 8] cpu, %11: i64[0] cpu = aten::log_sigmoid_forward(%n)
+  %12: bool[4, 8] cpu = aten::gelu(%b)
+  %13: bool[4, 8] cpu = aten::threshold(%b, 0.5, 1)
+  %14: bool[4, 8] cpu = aten::addcmul(%b, %b, %b)
+  return (%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %12, %13, %14)
+)");
+  graph::Graph decomposed = after_passes(original, {"decompose", "dce"});
+  INFO(graph::to_text(decomposed));
+  CHECK(graph::to_text(decomposed) == graph::to_text(original));
+}
+
 TEST_CASE("decomposed fills, masks and logsumexp match ATen", "[graph_passes]") {
   check_decomposition(R"(
 graph(%x: f32[4, 8] cpu, %n: i32[4, 8] cpu, %m: bool[8] cpu):

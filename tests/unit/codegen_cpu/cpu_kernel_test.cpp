@@ -444,6 +444,19 @@ graph(%x: f32[4, 4] cpu, %y: f32[4, 4] cpu):
   CHECK(kernel.error().message.find("aten::mm") != std::string::npos);
 }
 
+// ATen has no bool kernel of abs, relu and neg: the group runs through ATen, which raises
+// as eager does, instead of computing a result.
+TEST_CASE("cpu kernel: abs relu and neg of bool are not kernel primitives", "[codegen_cpu]") {
+  for (std::string op : {"aten::abs", "aten::relu", "aten::neg"}) {
+    graph::Graph group =
+        parse("graph(%b: bool[4, 4] cpu):\n  %0: bool[4, 4] cpu = " + op + "(%b)\n  return (%0)\n");
+    Expected<std::unique_ptr<CpuKernel>> kernel = CpuKernel::compile(group, testing::uncached());
+    INFO(op);
+    REQUIRE(!kernel);
+    CHECK(kernel.error().message.find("on bool") != std::string::npos);
+  }
+}
+
 TEST_CASE("cpu kernel: inputs of another layout are rejected", "[codegen_cpu]") {
   graph::Graph group = parse(R"(
 graph(%x: f32[4, 4] cpu):
