@@ -1144,6 +1144,14 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
       return call_concrete(fn, args, kwargs);
     }
   }
+  if (fn == known().mapping_get.get() && (args.size() == 2 || args.size() == 3) && kwargs.empty()) {
+    // collections.abc.Mapping.get: self[key], or the default on a KeyError.
+    try {
+      return subscript(ctx, args[0], args[1]);
+    } catch (KeyMissing&) {
+      return args.size() == 3 ? args[2] : none_value();
+    }
+  }
   if (fn == known().object_getattribute.get() && args.size() == 2 && kwargs.empty() &&
       args[0]->is(TracedValue::Kind::Object) && args[1]->is_constant() &&
       PyUnicode_Check(args[1]->py())) {

@@ -60,6 +60,10 @@ KnownObjects* load() {
   k->ordered_dict_type = attr(collections.get(), "OrderedDict");
   k->object_getattribute =
       attr(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__getattribute__");
+  PyRef collections_abc = PyRef::steal(PyImport_ImportModule("collections.abc"));
+  if (!collections_abc) return nullptr;
+  k->mapping_contains = attr(collections_abc.get(), "Mapping.__contains__");
+  k->mapping_get = attr(collections_abc.get(), "Mapping.get");
   if (k->tracing) {
     k->grad_mode_exit_type = PyRef::steal(PyObject_GetAttrString(k->tracing.get(), "GradModeExit"));
   }

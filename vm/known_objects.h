@@ -27,6 +27,8 @@ struct KnownObjects {
   PyRef operator_module;      // the operator module
   PyRef ordered_dict_type;    // collections.OrderedDict
   PyRef object_getattribute;  // object.__getattribute__ (a slot wrapper)
+  PyRef mapping_contains;     // collections.abc.Mapping.__contains__ (try: self[key] ...)
+  PyRef mapping_get;          // collections.abc.Mapping.get (likewise)
   PyRef builtins;             // the builtins module's dict
   PyRef tracing;              // dynvm._tracing
   PyRef grad_mode_exit_type;  // dynvm._tracing.GradModeExit (rebuilt `with` exits)

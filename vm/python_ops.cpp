@@ -6,6 +6,7 @@
 
 #include "inline_frame.h"
 #include "known_objects.h"
+#include "python_values.h"
 #include "trace_context.h"
 #include "user_objects.h"
 
@@ -276,7 +277,11 @@ ValuePtr subscript(TraceContext& ctx, const ValuePtr& container, const ValuePtr&
       if (eq < 0) unsupported_from_python_error("dict key comparison");
       if (eq) return container->items[j];
     }
-    unsupported("KeyError while tracing");
+    key_missing(repr_text(k.get()));  // the trace knows every key the dict has
+  }
+  if (container->is(TracedValue::Kind::Object) && !is_module(container->py())) {
+    // A mapping or sequence class of Python code (transformers' AttentionInterface).
+    if (ValuePtr v = call_dunder(ctx, container, "__getitem__", {key})) return v;
   }
   if (container->is(TracedValue::Kind::Object) && is_module(container->py())) {
     PyObject* module = container->py();
@@ -373,6 +378,24 @@ bool contains(TraceContext& ctx, const ValuePtr& item, const ValuePtr& container
       if (eq) return true;
     }
     return false;
+  }
+  if (container->is(TracedValue::Kind::Object) && container->source &&
+      !is_module(container->py())) {
+    PyRef name = PyRef::steal(PyUnicode_InternFromString("__contains__"));
+    PyObject* own = _PyType_Lookup(Py_TYPE(container->py()), name.get());  // borrowed
+    if (own != nullptr && own == known().mapping_contains.get()) {
+      // collections.abc.Mapping's: `self[key]` found, or a KeyError.
+      ctx.guard(TraceContext::GuardKind::TypeMatch, container->source, container->py());
+      try {
+        subscript(ctx, container, item);
+        return true;
+      } catch (KeyMissing&) {
+        return false;
+      }
+    }
+    if (ValuePtr found = call_dunder(ctx, container, "__contains__", {item})) {
+      return truthiness(found);
+    }
   }
   PyRef hay = concrete_object(container);
   if (!hay) unsupported("'in' on a " + container->describe());

@@ -20,6 +20,12 @@ void attribute_missing(const std::string& type_name, const std::string& name) {
   throw missing;
 }
 
+void key_missing(const std::string& key_text) {
+  KeyMissing missing;
+  missing.reason = "KeyError: " + key_text;
+  throw missing;
+}
+
 void unsupported_from_python_error(const std::string& what) {
   std::string error = take_error_text();  // clears it
   unsupported(error.empty() ? what : what + ": " + error);

@@ -41,6 +41,12 @@ struct AttributeMissing : Unsupported {};
 
 [[noreturn]] void attribute_missing(const std::string& type_name, const std::string& name);
 
+// Likewise for a key a dict whose keys the trace knows (made by it, or DICT_KEYS-guarded)
+// does not hold: Mapping's `in` and get() catch it.
+struct KeyMissing : Unsupported {};
+
+[[noreturn]] void key_missing(const std::string& key_text);
+
 // Throws Unsupported carrying the current Python error's text and clears it.
 [[noreturn]] void unsupported_from_python_error(const std::string& what);
 

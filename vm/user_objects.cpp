@@ -129,9 +129,20 @@ ValuePtr new_object_attribute(TraceContext& ctx, const ValuePtr& object, const s
 
 ValuePtr call_dunder(TraceContext& ctx, const ValuePtr& object, const std::string& name,
                      std::vector<ValuePtr> args) {
-  PyObject* found = lookup_type_attr(object->class_value->py(), name);
+  PyObject* type = nullptr;
+  SourcePtr type_source;
+  if (object->is(TracedValue::Kind::NewObject)) {
+    type = object->class_value->py();
+    type_source = object->class_value->source;
+  } else if (object->is(TracedValue::Kind::Object) && object->source) {
+    type = reinterpret_cast<PyObject*>(Py_TYPE(object->py()));
+    type_source = Source::attr(object->source, "__class__");
+  } else {
+    return nullptr;
+  }
+  PyObject* found = lookup_type_attr(type, name);
   if (found == nullptr || !PyFunction_Check(found)) return nullptr;
-  ValuePtr fn = ctx.wrap(found, Source::attr(object->class_value->source, name));
+  ValuePtr fn = ctx.wrap(found, Source::attr(type_source, name));
   args.insert(args.begin(), object);
   return inline_function(ctx, fn, std::move(args), {});
 }

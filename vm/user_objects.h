@@ -21,7 +21,8 @@ void store_attribute(const ValuePtr& object, const std::string& name, const Valu
 bool delete_attribute(const ValuePtr& object, const std::string& name);
 // obj.name for a NewObject: properties, instance attributes, then class attributes.
 ValuePtr new_object_attribute(TraceContext& ctx, const ValuePtr& object, const std::string& name);
-// Calls the Python method `name` of a NewObject's class; null when the class has none.
+// Calls the Python method `name` of the class of a NewObject, or of a concrete object with a
+// source (kind Object); null when the class has none, or it is not Python code.
 ValuePtr call_dunder(TraceContext& ctx, const ValuePtr& object, const std::string& name,
                      std::vector<ValuePtr> args);
 // A named tuple class called with traced fields.

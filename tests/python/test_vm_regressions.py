@@ -1,4 +1,5 @@
 """Regression tests for VM bugs found while building it: each one failed before its fix."""
+import collections.abc
 import subprocess
 import sys
 
@@ -285,3 +286,52 @@ def test_a_getattr_fallback_is_not_a_missing_attribute():
     x = torch.zeros(2)
     for _ in range(2):
         assert torch.equal(compiled(x), torch.full((2,), 10.0))
+
+
+class _GeneralInterface(collections.abc.MutableMapping):
+    """transformers' GeneralInterface in miniature: a class-wide mapping and a local one."""
+
+    _global_mapping = {}
+
+    def __init__(self):
+        self._local_mapping = {}
+
+    def __getitem__(self, key):
+        if key in self._local_mapping:
+            return self._local_mapping[key]
+        return self._global_mapping[key]
+
+    def __setitem__(self, key, value):
+        self._local_mapping.update({key: value})
+
+    def __delitem__(self, key):
+        del self._local_mapping[key]
+
+    def __iter__(self):
+        return iter({**self._global_mapping, **self._local_mapping})
+
+    def __len__(self):
+        return len(self._global_mapping.keys() | self._local_mapping.keys())
+
+
+class _AttentionFunctions(_GeneralInterface):
+    _global_mapping = {"double": lambda q: q * 2, "plus_one": lambda q: q + 1}
+
+
+def test_mapping_classes_index_test_membership_and_get_without_a_break():
+    # BERT broke on "indexing a AttentionMaskInterface object" and "'in' on a
+    # AttentionInterface object": Python-level __getitem__ and Mapping's mixins are traced.
+    functions = _AttentionFunctions()
+
+    def f(x, name):
+        fn = functions[name] if name in functions else functions["plus_one"]
+        fallback = functions.get("absent", None)
+        return fn(x), fallback is None
+
+    compiled = dynvm.compile(f, backend="eager", fullgraph=True)
+    x = torch.full((2,), 3.0)
+    for name in ["double", "plus_one", "unknown", "double"]:
+        got, expected = compiled(x, name), f(x, name)
+        assert torch.equal(got[0], expected[0]) and got[1] == expected[1]
+    functions["unknown"] = lambda q: q - 5  # the local mapping changes: a retrace
+    assert torch.equal(compiled(x, "unknown")[0], torch.full((2,), -2.0))
