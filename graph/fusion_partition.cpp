@@ -83,11 +83,28 @@ bool has_metadata(const Node& node) {
   return ok;
 }
 
+// Whether anything may see `v` alias its base: it is returned (the caller may rely on it),
+// or a node writes it (an in-place op functionalization left in place, an opaque call),
+// directly or through further views of it.
+bool aliasing_observed(const Value* v) {
+  if (v->num_output_uses() > 0) return true;
+  for (const Node* user : v->users()) {
+    const OpProperties& properties = op_properties(user->op());
+    if (properties.mutates || !properties.known_namespace) return true;
+    if (!properties.may_alias_input()) continue;
+    for (const Value* out : user->outputs()) {
+      if (aliasing_observed(out)) return true;
+    }
+  }
+  return false;
+}
+
 std::optional<Signature> node_signature(const Node& node) {
   PrimitiveKind kind = primitive_kind(node);
   if (kind == PrimitiveKind::Extern || !has_metadata(node)) return std::nullopt;
-  // A returned view must stay a view (the caller may see it alias its base): ATen runs it.
-  if (kind == PrimitiveKind::View && node.output()->num_output_uses() > 0) return std::nullopt;
+  // Such a view must stay a view, so ATen runs it: a group would make it a copy, and a
+  // write through it (a.expand_as(a).add_(3)) would miss its base.
+  if (kind == PrimitiveKind::View && aliasing_observed(node.output())) return std::nullopt;
   const TensorMeta& out = *node.output()->meta();
   Signature s;
   s.device = out.device;

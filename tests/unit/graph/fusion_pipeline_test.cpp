@@ -333,6 +333,30 @@ graph(%x: f32[2, 3] cpu):
   CHECK(plan.group_of(*g.first_node()) == -1);
 }
 
+// Functionalization leaves a write into an expand view in place: fused, the view was a
+// copy the add_ wrote, and the input kept its value (found by the fusion fuzzer).
+TEST_CASE("a view written in place stays outside groups (also behind another view)") {
+  Graph g = parse(R"(
+graph(%x: f32[4, 1] cpu):
+  %0: f32[4, 1] cpu = aten::expand(%x, [4, 1])
+  %1: f32[4, 1] cpu = aten::expm1(%0)
+  %2: f32[4, 1] cpu = aten::add_.Tensor(%0, 3)
+  %3: f32[4] cpu = aten::view(%x, [4])
+  %4: f32[4] cpu = aten::exp(%3)
+  %5: f32[2, 2] cpu = aten::view(%3, [2, 2])
+  %6: f32[2, 2] cpu = aten::mul_.Scalar(%5, 2)
+  return (%1, %4)
+)");
+  FusionPlan plan = partition_for_fusion(g);
+  INFO(to_text(g, plan));
+  for (const Node* node : g.nodes()) {
+    if (node->op() == "aten::expand" || node->op() == "aten::view") {
+      CHECK(plan.group_of(*node) == -1);
+    }
+  }
+  CHECK(plan.groups.size() == 2);  // expm1; exp
+}
+
 TEST_CASE("lower_for_fusion dumps the plan when asked") {
   std::ostringstream log;
   PassRunOptions options;
