@@ -881,22 +881,36 @@ bool is_private_temporary(const Value* x) {
   return true;
 }
 
+// Whether `user` reads a tensor argument through its strides whatever they are: fused
+// primitives, and the scatters functionalize makes (they copy their source). Other
+// operators run through ATen, whose composites may have made an input contiguous for a
+// kernel that needs it.
+bool reads_any_layout(const Node& user) {
+  if (primitive_kind(user) != PrimitiveKind::Extern) return true;
+  return user.op() == "aten::slice_scatter" || user.op() == "aten::select_scatter";
+}
+
 // clone, contiguous, alias, detach: the value itself, unless the caller receives the
 // result and could tell (then it must stay a tensor of its own): returning a private
 // temporary instead of its copy is fine.
 bool identity_unless_returned(Rewrite& r) {
   Value* x = r.tensor(0, "self");
   if (x == nullptr || r.graph_mutates) return false;
-  if (r.any_output_returned() &&
-      (!is_private_temporary(x) || r.node.op() == "aten::alias" || r.node.op() == "aten::detach")) {
+  const graph::Value* out = r.node.outputs().empty() ? nullptr : r.node.outputs()[0];
+  bool changes_layout =
+      out != nullptr && out->meta() && x->meta() && out->meta()->strides != x->meta()->strides;
+  // The caller would see the other layout: contiguous() of a permuted temporary returned
+  // non-contiguous fails its view(-1).
+  if (r.any_output_returned() && (!is_private_temporary(x) || changes_layout ||
+                                  r.node.op() == "aten::alias" || r.node.op() == "aten::detach")) {
     return false;
   }
   // A copy that changes the layout (contiguous() of a transpose) must stay when a view of
-  // it follows: the view needs that layout (a view's strides come from its input's).
-  const graph::Value* out = r.node.outputs().empty() ? nullptr : r.node.outputs()[0];
-  if (out != nullptr && out->meta() && x->meta() && out->meta()->strides != x->meta()->strides) {
+  // it follows, since a view's strides come from its input's, and when a user may need
+  // that layout (embedding_bag's indices.contiguous() for _embedding_bag_forward_only).
+  if (changes_layout) {
     for (const Node* user : out->users()) {
-      if (op_properties(user->op()).may_alias_input()) return false;
+      if (op_properties(user->op()).may_alias_input() || !reads_any_layout(*user)) return false;
     }
   }
   r.results[0] = x;
