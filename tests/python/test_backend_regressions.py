@@ -40,3 +40,23 @@ def test_contiguous_of_permuted_temporary_is_returned_contiguous(backend):
     fn = lambda x: (x.t() * 2).contiguous()  # noqa: E731
     same_as_eager(fn, torch.randn(3, 4), backend=backend)
     assert dynvm.compile(fn, backend=backend)(torch.randn(3, 4)).view(-1).shape == (12,)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_op_that_cannot_broadcast_into_its_input_raises(backend):
+    # torch 1.13's meta kernel of logical_and_ resized the fake [5, 1] input to [5, 5]
+    # where eager raises; backend dynvm then returned a result instead of the error.
+    fn = dynvm.compile(lambda a, b: a.logical_and_(b), backend=backend)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        fn(torch.randn(5, 1), torch.randn(5, 5))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_op_broadcasting_its_other_operand_stays_in_the_graph(backend):
+    def fn(a, b):
+        return (a * 2).logical_or_(b).sum()
+
+    a, b = torch.randn(5, 5), torch.randn(5, 1)
+    explained = dynvm.explain(fn)(a, b)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0
+    same_as_eager(fn, a, b, backend=backend)

@@ -44,6 +44,31 @@ def _qualified_name(func):
     return schema.name + ("." + schema.overload_name if schema.overload_name else "")
 
 
+# In-place operators that change their input's sizes or strides by design.
+_RESHAPING_IN_PLACE = frozenset({
+    "aten::as_strided_", "aten::resize_", "aten::resize_as_", "aten::set_", "aten::squeeze_",
+    "aten::swapaxes_", "aten::swapdims_", "aten::t_", "aten::transpose_", "aten::unsqueeze_",
+})
+
+
+def _in_place_layout(func, args):
+    """The sizes, strides and dtype of the tensor an in-place operator writes (its first
+    argument), or None for other operators and for those that reshape it by design."""
+    schema = func._schema
+    first = schema.arguments[0] if schema.arguments else None
+    if (not schema.name.endswith("_") or schema.name.endswith("__") or first is None
+            or first.alias_info is None or not first.alias_info.is_write
+            or schema.name in _RESHAPING_IN_PLACE or "resize" in schema.name
+            or not args or not isinstance(args[0], torch.Tensor)):
+        return None
+    return tuple(args[0].shape), args[0].stride(), args[0].dtype
+
+
+class InPlaceLayoutChanged(RuntimeError):
+    """A fake in-place operator changed its input's layout, which the real one never does
+    (it raises instead): the VM turns this into a graph break."""
+
+
 class _Recorder(TorchDispatchMode):
     """Appends (operator name, schema, args, kwargs, out) for every top-level op."""
 
@@ -53,7 +78,15 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        layout = _in_place_layout(func, args)
         out = func(*args, **kwargs)
+        # torch 1.13's reference meta kernels resize an in-place operator's input like an
+        # out= tensor: a [5, 1] tensor's logical_and_ with a [5, 5] one became [5, 5] where
+        # eager raises.
+        if layout is not None and _in_place_layout(func, args) != layout:
+            raise InPlaceLayoutChanged(
+                f"{_qualified_name(func)} changed its input from {list(layout[0])} to "
+                f"{list(args[0].shape)} on fake tensors")
         self.records.append((func, args, kwargs, out))
         return out
 
