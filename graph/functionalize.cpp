@@ -372,12 +372,24 @@ class Functionalizer {
                           {{"dtype", Argument::dtype(self_meta->dtype)}})
                   ->output();
       }
+      bool fresh = src->meta()->dtype != src_meta->dtype;  // made by _to_copy above
       if (src->meta()->sizes != self_meta->sizes) {
         Expected<TensorMeta> expanded =
             infer_primitive_meta("aten::expand", {src, Argument::int_list(self_meta->sizes)});
         if (!expanded) throw Unsupported{};
         src = out_.append("aten::expand", {src, Argument::int_list(self_meta->sizes)},
                           {ValueType::tensor(std::move(expanded).value())})
+                  ->output();
+        fresh = false;
+      }
+      if (!fresh) {
+        // The target keeps storage of its own: returned, the source itself (or a view of
+        // it) would alias another tensor, torch.diff(x, n=0)'s zeros_like(x).copy_(x)
+        // being x. decompose drops the copy where nobody could tell.
+        TensorMeta copied = TensorMeta::contiguous(self_meta->dtype, self_meta->sizes,
+                                                   src_meta->device, src_meta->requires_grad);
+        src = out_.append("aten::clone", {src}, {ValueType::tensor(copied)},
+                          {{"memory_format", Argument::memory_format(MemoryFormat::Contiguous)}})
                   ->output();
       }
       return src;

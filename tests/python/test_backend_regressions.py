@@ -60,3 +60,27 @@ def test_in_place_op_broadcasting_its_other_operand_stays_in_the_graph(backend):
     explained = dynvm.explain(fn)(a, b)
     assert explained.graph_count == 1 and explained.graph_break_count == 0
     same_as_eager(fn, a, b, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_copy_into_a_fresh_tensor_returns_a_tensor_of_its_own(backend):
+    # torch.diff(x, n=0) is zeros_like(x).copy_(x): functionalization made the result x
+    # itself, so writing into the result wrote into the argument.
+    x = torch.randn(4)
+    result = dynvm.compile(lambda t: torch.diff(t, 0, 0), backend=backend)(x)
+    assert torch.equal(result, x) and result.data_ptr() != x.data_ptr()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_copy_of_an_argument_taken_before_it_changes(backend):
+    def fn(x, row):
+        kept = torch.zeros(2, 3).copy_(row)  # a broadcast copy of the row
+        row.add_(1)
+        return kept, torch.zeros_like(x).copy_(x)
+
+    x, row = torch.randn(2, 3), torch.randn(3)
+    row_before = row.clone()
+    kept, copied = dynvm.compile(fn, backend=backend)(x, row)
+    assert torch.equal(row, row_before + 1)
+    assert torch.equal(kept, row_before.expand(2, 3))
+    assert kept.stride() == (3, 1) and copied.data_ptr() != x.data_ptr()
