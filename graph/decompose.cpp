@@ -417,6 +417,54 @@ bool real_tensor(const Value* x) {
          x->meta()->dtype != DType::Complex128;
 }
 
+// The largest finite value of a floating dtype (complex: of its components).
+double largest_finite(DType dtype) {
+  switch (dtype) {
+    case DType::Float16:
+      return 65504.0;
+    case DType::BFloat16:
+      return 3.38953138925153547590470800371487866880e38;
+    case DType::Float32:
+    case DType::Complex64:
+      return 3.40282346638528859811704183484516925440e38;
+    default:
+      return INFINITY;
+  }
+}
+
+// Whether ATen converts the literal `value` to `dtype` for fill_, full_like, masked_fill
+// and threshold without c10::checked_convert failing ("value cannot be converted to type
+// int64_t without overflow": 1e20 or NaN for an integer, 300 for uint8, 1e300 for
+// float32). False where unsure: the node then stays with ATen.
+bool literal_fits(const Argument& value, DType dtype) {
+  if (value.kind() == Argument::Kind::Bool) return true;
+  if (value.kind() != Argument::Kind::Int && value.kind() != Argument::Kind::Double) return false;
+  bool is_int = value.kind() == Argument::Kind::Int;
+  double v = is_int ? static_cast<double>(value.as_int()) : value.as_double();
+  if (dtype == DType::Bool) return v == 0.0 || v == 1.0;
+  if (is_integral(dtype, false)) {
+    if (dtype == DType::Int64) return is_int || (v >= -0x1p63 && v < 0x1p63);
+    int bits = 8 * dtype_itemsize(dtype);
+    double low = dtype == DType::UInt8 ? 0.0 : -std::ldexp(1.0, bits - 1);
+    double end = dtype == DType::UInt8 ? 256.0 : std::ldexp(1.0, bits - 1);
+    return v >= low && v < end;  // false for NaN
+  }
+  return std::isnan(v) || std::isinf(v) || std::abs(v) <= largest_finite(dtype);
+}
+
+// Whether every value of dtype `from` converts to `to` without that check failing.
+bool dtype_fits(DType from, DType to) {
+  if (from == to || from == DType::Bool) return true;
+  bool complex_from = from == DType::Complex64 || from == DType::Complex128;
+  bool complex_to = to == DType::Complex64 || to == DType::Complex128;
+  if (is_integral(from, false)) {
+    if (is_integral(to, false)) return promote_types(from, to) == to;
+    return to != DType::Bool && to != DType::Float16 && to != DType::BFloat16;
+  }
+  if (complex_from && !complex_to) return false;
+  return (is_floating(to) || complex_to) && largest_finite(from) <= largest_finite(to);
+}
+
 // `value` everywhere, shaped like `like`, converted to `dtype` as ATen casts fills.
 Value* filled_like(Rewrite& r, Value* like, const Argument& value, DType dtype) {
   Value* filled = r.b.binary("aten::add.Scalar", zeros_like(r, like, dtype), value);
@@ -435,6 +483,7 @@ bool filled(Rewrite& r, Argument value) {
     }
     return false;
   }
+  if (!literal_fits(value, r.out_meta(0).dtype)) return false;
   r.results[0] = filled_like(r, x, value, r.out_meta(0).dtype);
   return true;
 }
@@ -451,7 +500,10 @@ bool masked_fill_scalar(Rewrite& r) {
   Value* x = r.tensor(0, "self");
   Value* mask = r.tensor(1, "mask");
   auto value = r.scalar(2, "value", Argument());
-  if (!real_tensor(x) || mask == nullptr || !value || value->is_none()) return false;
+  if (!real_tensor(x) || mask == nullptr || !value || value->is_none() ||
+      !literal_fits(*value, x->meta()->dtype)) {
+    return false;
+  }
   Value* fill = filled_like(r, x, *value, x->meta()->dtype);
   r.results[0] = r.b.primitive("aten::where.self", {mask, fill, x});
   return true;
@@ -461,7 +513,9 @@ bool masked_fill_tensor(Rewrite& r) {
   Value* x = r.tensor(0, "self");
   Value* mask = r.tensor(1, "mask");
   Value* value = r.tensor(2, "value");
-  if (!real_tensor(x) || mask == nullptr || value == nullptr || value->meta()->dim() != 0) {
+  // ATen converts value.item() with the same check as a literal.
+  if (!real_tensor(x) || mask == nullptr || value == nullptr || value->meta()->dim() != 0 ||
+      !dtype_fits(value->meta()->dtype, x->meta()->dtype)) {
     return false;
   }
   r.results[0] = r.b.primitive("aten::where.self", {mask, r.b.convert(value, x->meta()->dtype), x});
@@ -494,7 +548,10 @@ bool threshold(Rewrite& r) {
   auto value = r.scalar(2, "value", Argument());
   // ATen has no bool kernel.
   if (!real_tensor(x) || x->meta()->dtype == DType::Bool) return false;
-  if (!limit || limit->is_none() || !value || value->is_none()) return false;
+  if (!limit || limit->is_none() || !value || value->is_none() ||
+      !literal_fits(*value, x->meta()->dtype)) {
+    return false;
+  }
   Value* below = r.b.binary("aten::le.Scalar", x, *limit);
   r.results[0] =
       r.b.primitive("aten::where.self", {below, filled_like(r, x, *value, x->meta()->dtype), x});

@@ -84,3 +84,43 @@ def test_copy_of_an_argument_taken_before_it_changes(backend):
     assert torch.equal(row, row_before + 1)
     assert torch.equal(kept, row_before.expand(2, 3))
     assert kept.stride() == (3, 1) and copied.data_ptr() != x.data_ptr()
+
+
+# Fills that ATen's checked conversion rejects ("value cannot be converted to type ...
+# without overflow"): decompose turned them into arithmetic that wrapped, saturated or
+# lost the fill (fill_ of 300 into uint8 gave 44, masked_fill of 1e20 into int64 filled
+# nothing).
+OVERFLOWING_FILLS = {
+    "fill_int64_1e20": (lambda x: x.clone().fill_(1e20), torch.tensor([1, 2])),
+    "fill_uint8_300": (lambda x: (x + 1).fill_(300), torch.tensor([1, 2], dtype=torch.uint8)),
+    "fill_float32_1e300": (lambda x: (x * 2).fill_(1e300), torch.tensor([1.0, 2.0])),
+    "masked_fill_int64_nan": (lambda x: x.masked_fill(x > 1, float("nan")),
+                              torch.tensor([1, 2])),
+    "masked_fill_complex_into_int64": (
+        lambda x: x.masked_fill(x > 1, torch.tensor(1j, dtype=torch.complex64)),
+        torch.tensor([1, 2])),
+    "masked_fill_float64_into_float32": (
+        lambda x: x.masked_fill(x > 1, torch.tensor(1e300, dtype=torch.float64)),
+        torch.tensor([1.0, 2.0])),
+    "threshold_int64_1e20": (lambda x: F.threshold(x, 1, 1e20), torch.tensor([1, 2])),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(OVERFLOWING_FILLS))
+def test_fill_that_does_not_fit_raises(name, backend):
+    fn, x = OVERFLOWING_FILLS[name]
+    with pytest.raises(RuntimeError, match="without overflow"):
+        fn(x)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        dynvm.compile(fn, backend=backend)(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fills_that_fit_keep_their_values(backend):
+    def fn(x, y):
+        return (x.masked_fill(x > 1, -1), x.clone().fill_(2.7), y.masked_fill(y > 0, 255),
+                torch.full_like(y, 7), F.threshold(x, 1, 10))
+
+    same_as_eager(fn, torch.tensor([1, 2, 3], dtype=torch.uint8),
+                  torch.tensor([0, 2], dtype=torch.int16), backend=backend)
