@@ -264,6 +264,8 @@ bool rsub_scalar(Rewrite& r) {
   auto other = r.scalar(1, "other", Argument::integer(0));
   auto alpha = r.scalar(2, "alpha", Argument::integer(1));
   if (x == nullptr || !other || !alpha) return false;
+  // ATen refuses to subtract from a bool (torch.rsub(x, True)): left to ATen to raise.
+  if (other->kind() == Argument::Kind::Bool || x->meta()->dtype == DType::Bool) return false;
   Value* scaled = is_one(*alpha) ? x : r.b.binary("aten::mul.Scalar", x, *alpha);
   r.results[0] = r.b.binary("aten::add.Scalar", r.b.unary("aten::neg", scaled), *other);
   return true;

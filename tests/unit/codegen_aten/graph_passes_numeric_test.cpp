@@ -206,7 +206,8 @@ graph(%x: i64[4, 8] cpu, %y: i64[4, 8] cpu, %z: i64[8] cpu):
 }
 
 // ATen's kernels of these take floating types only (bool: not threshold and addcmul
-// either); eager raises, so the decomposition leaves them to ATen to raise as well.
+// either, and rsub refuses a bool); eager raises, so the decomposition leaves them to
+// ATen to raise as well.
 TEST_CASE("activations of integers and bools are not decomposed", "[graph_passes]") {
   graph::Graph original = parse(R"(
 graph(%n: i64[4, 8] cpu, %b: bool[4, 8] cpu):
@@ -224,7 +225,8 @@ graph(%n: i64[4, 8] cpu, %b: bool[4, 8] cpu):
   %12: bool[4, 8] cpu = aten::gelu(%b)
   %13: bool[4, 8] cpu = aten::threshold(%b, 0.5, 1)
   %14: bool[4, 8] cpu = aten::addcmul(%b, %b, %b)
-  return (%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %12, %13, %14)
+  %15: i64[4, 8] cpu = aten::rsub.Scalar(%n, True)
+  return (%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %12, %13, %14, %15)
 )");
   graph::Graph decomposed = after_passes(original, {"decompose", "dce"});
   INFO(graph::to_text(decomposed));
