@@ -24,10 +24,14 @@ import traceback
 import warnings
 from typing import Callable, Dict, List, Optional, Tuple
 
-import torch
-import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+# ATen's C++ warnings (deprecated in-place writes into expanded tensors, ...) reach glog
+# when dynvm runs an op: kept out of the log when the fuzzer is the program that loads it.
+os.environ.setdefault("GLOG_minloglevel", "2")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten  # noqa: E402
 
 # ---------------------------------------------------------------------------------------
 # Tolerances (docs/fuzzing.md says more).
