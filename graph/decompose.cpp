@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -562,6 +563,22 @@ bool threshold(Rewrite& r) {
 
 // ----- normalisation
 
+// ATen's normalisation kernels take parameters (weight, bias, running statistics) all of
+// the input's dtype, or all float32 for a half-precision input (batch_norm's mixed-dtype
+// path; layer_norm's and group_norm's too since torch 2.0). Other dtypes raise, so such a
+// node is left to ATen.
+bool parameters_fit(const Value* input, std::initializer_list<const Value*> parameters) {
+  DType x = input->meta()->dtype;
+  bool same = true;
+  bool float32 = x == DType::Float16 || x == DType::BFloat16;
+  for (const Value* p : parameters) {
+    if (p == nullptr) continue;
+    same = same && p->meta()->dtype == x;
+    float32 = float32 && p->meta()->dtype == DType::Float32;
+  }
+  return same || float32;
+}
+
 bool native_layer_norm(Rewrite& r) {
   Value* x = r.tensor(0, "input");
   auto shape = r.ints(1, "normalized_shape");
@@ -569,6 +586,7 @@ bool native_layer_norm(Rewrite& r) {
   Value* bias = r.tensor(3, "bias");
   auto eps = r.number(4, "eps", 1e-5);
   if (x == nullptr || !shape || shape->size() > x->meta()->dim() || !eps) return false;
+  if (!parameters_fit(x, {weight, bias})) return false;
   size_t rank = x->meta()->dim();
   std::vector<int64_t> dims;
   for (size_t i = rank - shape->size(); i < rank; ++i) dims.push_back(static_cast<int64_t>(i));
@@ -595,6 +613,7 @@ bool native_layer_norm(Rewrite& r) {
 bool batch_norm_eval(Rewrite& r, Value* x, Value* weight, Value* bias, Value* mean, Value* var,
                      double eps) {
   if (x == nullptr || mean == nullptr || var == nullptr || x->meta()->dim() < 2) return false;
+  if (!parameters_fit(x, {weight, bias, mean, var})) return false;
   for (size_t i = 1; i < r.node.num_outputs(); ++i) {
     if (r.output_used(i)) return false;
   }
@@ -620,7 +639,7 @@ bool batch_norm_training(Rewrite& r, double eps) {
   Value* x = r.tensor(0, "input");
   Value* weight = r.tensor(1, "weight");
   Value* bias = r.tensor(2, "bias");
-  if (x == nullptr || x->meta()->dim() < 2) return false;
+  if (x == nullptr || x->meta()->dim() < 2 || !parameters_fit(x, {weight, bias})) return false;
   const TensorMeta& meta = *x->meta();
   size_t rank = meta.dim();
   std::vector<int64_t> dims = {0};
@@ -683,7 +702,8 @@ bool native_group_norm(Rewrite& r) {
   auto c = r.number(4, "C", -1.0);
   auto groups = r.number(6, "group", -1.0);
   auto eps = r.number(7, "eps", 1e-5);
-  if (x == nullptr || !n || !c || !groups || !eps || *groups <= 0 || x->meta()->dim() < 2) {
+  if (x == nullptr || !n || !c || !groups || !eps || *groups <= 0 || x->meta()->dim() < 2 ||
+      !parameters_fit(x, {weight, bias})) {
     return false;
   }
   const TensorMeta& meta = *x->meta();

@@ -233,6 +233,29 @@ graph(%n: i64[4, 8] cpu, %b: bool[4, 8] cpu):
   CHECK(graph::to_text(decomposed) == graph::to_text(original));
 }
 
+// ATen's normalisation kernels raise for parameters of another dtype than the input's
+// (float32 ones of a half-precision input aside): such nodes stay with ATen.
+TEST_CASE("normalisations with parameters of another dtype are not decomposed", "[graph_passes]") {
+  graph::Graph original = parse(R"(
+graph(%x: f32[2, 6, 8] cpu, %w: f64[8] cpu, %n: i64[8] cpu, %c: f64[6] cpu, %h: bf16[6] cpu):
+  %0: f32[2, 6, 8] cpu, %1: f32[2, 6, 1] cpu, %2: f32[2, 6, 1] cpu = aten::native_layer_norm(%x, [8], %w, None, 1e-05)
+  %3: f32[2, 6, 8] cpu, %4: f32[2, 6, 1] cpu, %5: f32[2, 6, 1] cpu = aten::native_layer_norm(%x, [8], None, %n, 1e-05)
+  %6: f32[2, 6, 8] cpu, %7: f32[2, 3] cpu, %8: f32[2, 3] cpu = aten::native_group_norm(%x, %c, None, 2, 6, 8, 3, 1e-05)
+  %9: f32[2, 6, 8] cpu, %10: f32[0] cpu, %11: f32[0] cpu = aten::native_batch_norm(%x, %h, None, %c, %c, False, 0.1, 1e-05)
+  %12: f32[2, 6, 8] cpu, %13: f32[6] cpu, %14: f32[6] cpu = aten::native_batch_norm(%x, %c, None, None, None, True, 0.1, 1e-05)
+  return (%0, %3, %6, %9, %12)
+)");
+  graph::Graph decomposed = after_passes(original, {"decompose", "dce"});
+  INFO(graph::to_text(decomposed));
+  CHECK(graph::to_text(decomposed) == graph::to_text(original));
+  // A half-precision input with float32 parameters is ATen's mixed-dtype batch norm.
+  check_decomposition(R"(
+graph(%x: bf16[2, 3, 4, 5] cpu, %w: f32[3] cpu, %b: f32[3] cpu, %rm: f32[3] cpu, %pos_rv: f32[3] cpu):
+  %y: bf16[2, 3, 4, 5] cpu, %sm: f32[0] cpu, %si: f32[0] cpu = aten::native_batch_norm(%x, %w, %b, %rm, %pos_rv, False, 0.1, 1e-05)
+  return (%y)
+)");
+}
+
 TEST_CASE("decomposed fills, masks and logsumexp match ATen", "[graph_passes]") {
   check_decomposition(R"(
 graph(%x: f32[4, 8] cpu, %n: i32[4, 8] cpu, %m: bool[8] cpu):
