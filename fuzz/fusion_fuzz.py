@@ -723,7 +723,11 @@ def gen_composite(g: Generator):
     if _degenerate_rows(v, k):
         return None
     if name == "layer_norm_affine":
-        weights = g.tensors(lambda t: tuple(t.shape) == shape)
+        # Weights of another dtype raise in eager; float32 ones of a half-precision input
+        # too in torch 1.13, not in 2.x (nor in the decomposition): left out.
+        half = v.dtype in HALF_DTYPES
+        weights = g.tensors(lambda t: tuple(t.shape) == shape and
+                            not (half and t.dtype == torch.float32))
         if weights:
             w = r.choice(weights)
             return Stmt(None, f"F.layer_norm({{0}}, {_tuple_text(shape)}, {{1}}, {{1}})",

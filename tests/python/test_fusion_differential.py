@@ -182,6 +182,10 @@ FOUND = {
     "relu_bool": (["torch.relu({0})"], [(BOOL, (4, 5))]),
     # rsub of a bool scalar was computed where eager raises.
     "rsub_bool": (["torch.rsub({0}, True)"], [(F32, (4, 5))]),
+    # layer_norm with weights of another dtype than the input's was computed where eager
+    # raises.
+    "layer_norm_int_weight": (["torch.nn.functional.layer_norm({0}, (8,), {1}, {1})"],
+                              [(F32, (3, 8)), (I64, (8,))]),
     # A view written in place was fused into a group as a copy: the input kept its value.
     "expand_add_": (["{0}.expand_as({0})", "{1}.expm1()", "{1}.add_(3)"], [(F32, (3, 1))]),
 }
