@@ -446,6 +446,7 @@ class Functionalizer {
       throw Unsupported{};
     }
     const Value* target = node.arg(0).as_value();
+    check_no_overlapping_operand(node, target);
     Value* self = read(target);
     Value* value = functional_value(node, self, target->meta());
     write(target, value);
@@ -455,6 +456,26 @@ class Functionalizer {
       env_[out->id()] = value;
       cache_[out->id()] = CachedValue{version_[info_[out->id()].base], value};
     }
+  }
+
+  // Eager writes element by element, so an operand that is another view of the target's
+  // storage (x.sub_(x[:1]), x[1:].add_(x[:-1])) is partly read after it was written, or
+  // ATen refuses the overlap; the functional form would read all of it first. Such a
+  // graph keeps its writes, which ATen then runs as eager does. (Views that do not
+  // overlap, a[:, 0].add_(a[:, 1]), are refused too: telling needs storage offsets.)
+  void check_no_overlapping_operand(const Node& node, const Value* target) {
+    const AliasInfo& written = info_[target->id()];
+    node.for_each_input([&](const Value* v) {
+      if (v->kind() != ValueKind::Tensor) return;
+      const AliasInfo& read = info_[v->id()];
+      if (read.base != written.base) return;
+      bool same_view = read.chain.size() == written.chain.size() &&
+                       std::equal(read.chain.begin(), read.chain.end(), written.chain.begin(),
+                                  [](const ViewStep& a, const ViewStep& b) {
+                                    return a.node == b.node && a.index == b.index;
+                                  });
+      if (!same_view) throw Unsupported{};
+    });
   }
 
   // Makes `value` the new contents of the old tensor `target`, scattering it back

@@ -432,6 +432,15 @@ graph(%x: f32[4] cpu, %y: f64[4] cpu):
   %f: f32[2, 2] cpu = aten::fill_.Scalar(%q, 0.5)
   return (%r, %t, %p)
 )");
+  // An operand that is the written tensor itself, through an in-place result (x.mul_(y)
+  // with y = x.add_(1)): read and written at the same elements, so still functionalized.
+  check_functionalization(R"(
+graph(%x: f32[4] cpu):
+  %y: f32[4] cpu = aten::add_.Tensor(%x, 1)
+  %z: f32[4] cpu = aten::mul_.Tensor(%x, %y)
+  %e: f32[4] cpu = aten::exp(%x)
+  return (%e)
+)");
 }
 
 TEST_CASE("training batch_norm: functional running statistics, then primitives", "[graph_passes]") {
