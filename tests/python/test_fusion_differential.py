@@ -186,6 +186,10 @@ FOUND = {
     # raises.
     "layer_norm_int_weight": (["torch.nn.functional.layer_norm({0}, (8,), {1}, {1})"],
                               [(F32, (3, 8)), (I64, (8,))]),
+    # An in-place op reading a view of what it writes read it before writing (functional),
+    # where eager reads the rest of it after the first element was written.
+    "overlapping_sub_": (["{0}.select(1, -1)", "{1}.chunk(2, 0)[0]", "{1}.sub_({2}, alpha=2)"],
+                         [(F32, (2, 2))]),
     # A view written in place was fused into a group as a copy: the input kept its value.
     "expand_add_": (["{0}.expand_as({0})", "{1}.expm1()", "{1}.add_(3)"], [(F32, (3, 1))]),
 }
