@@ -14,9 +14,11 @@ what is covered, the tolerances and how to run the long run.
 import argparse
 import collections
 import dataclasses
+import json
 import math
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -1671,6 +1673,26 @@ class Summary:
         if info.eager_half_fallbacks:
             self.outcomes["eager ran half-precision ops in float32"] += 1
 
+    COUNTERS = ("ops", "dtypes", "ranks", "layouts", "tags", "outcomes")
+
+    def to_json(self):
+        data = {name: dict(getattr(self, name)) for name in self.COUNTERS}
+        data["ranks"] = {str(k): v for k, v in self.ranks.items()}
+        data.update(programs=self.programs, runs=self.runs,
+                    failures=[f.report() for f in self.failures])
+        return data
+
+    def merge_json(self, data):
+        """Adds the counts of a worker's summary (to_json) to this one."""
+        self.programs += data["programs"]
+        self.runs += data["runs"]
+        self.failures += [ReportedFailure(text) for text in data["failures"]]
+        for name in self.COUNTERS:
+            counts = data[name]
+            if name == "ranks":
+                counts = {int(k): v for k, v in counts.items()}
+            getattr(self, name).update(counts)
+
     def text(self):
         def line(title, counter, limit=None):
             items = counter.most_common(limit)
@@ -1721,9 +1743,71 @@ def run_campaign(seed, backends, start=0, count=None, seconds=None, calls=4,
         if log and time.monotonic() - last_log > 30:
             last_log = time.monotonic()
             elapsed = last_log - began
-            log(f"[{elapsed:.0f} s] {summary.programs} programs "
+            log(f"[{elapsed:.0f} s] {summary.programs} programs, up to {index - 1} "
                 f"({summary.programs / elapsed:.1f}/s), {len(summary.failures)} failures, "
                 f"max RSS {_max_rss_mb():.0f} MB")
+    summary.seconds = time.monotonic() - began
+    return summary
+
+
+@dataclasses.dataclass
+class ReportedFailure:
+    """A failure as a worker process reported it, or a worker that died."""
+    text: str
+
+    def report(self):
+        return self.text
+
+
+def run_in_workers(args, backends, seconds, log) -> Summary:
+    """Runs the campaign in a sequence of worker processes of `args.chunk` programs each
+    (kernels are never unloaded, so one process would keep growing). A worker that dies
+    (a crash in compiled code, a kill) is reported with the program it was running, and
+    the next worker starts after that program."""
+    summary = Summary()
+    began = time.monotonic()
+    index = args.start
+    end = None if args.count is None else args.start + args.count
+    while len(summary.failures) < args.max_failures:
+        left_s = None if seconds is None else seconds - (time.monotonic() - began)
+        if (left_s is not None and left_s <= 1) or (end is not None and index >= end):
+            break
+        count = args.chunk if end is None else min(args.chunk, end - index)
+        out = os.path.join(tempfile.gettempdir(), f"fusion_fuzz_worker_{os.getpid()}.json")
+        if os.path.exists(out):
+            os.remove(out)
+        command = [sys.executable, os.path.abspath(__file__), "--seed", str(args.seed),
+                   "--start", str(index), "--count", str(count), "--backend", args.backend,
+                   "--calls", str(args.calls), "--chunk", "0", "--worker-out", out,
+                   "--max-failures", str(args.max_failures - len(summary.failures))]
+        if left_s is not None:
+            command += ["--seconds", str(left_s)]
+        if args.no_minimise:
+            command.append("--no-minimise")
+        worker = subprocess.Popen(command)
+        code = worker.wait()
+        if os.path.exists(out):
+            with open(out) as f:
+                data = json.load(f)
+            os.remove(out)
+            summary.merge_json(data)
+            index += data["programs"]
+            continue
+        current = os.path.join(tempfile.gettempdir(), f"fusion_fuzz_current_{worker.pid}.py")
+        try:
+            with open(current) as f:
+                program = f.read()
+            os.remove(current)
+            header = program.splitlines()[0]  # "# seed S, program I, backend B"
+            crashed = int(header.split("program ")[1].split(",")[0])
+        except (OSError, IndexError, ValueError):
+            program, crashed = "(the worker had not started a program)", index
+        report = (f"fusion fuzz failure: the worker process died (exit code {code}) running "
+                  f"program {crashed} of seed {args.seed}:\n\n{program}")
+        log(report)
+        summary.failures.append(ReportedFailure(report))
+        summary.programs += crashed - index + 1
+        index = crashed + 1
     summary.seconds = time.monotonic() - began
     return summary
 
@@ -1753,6 +1837,9 @@ def main(argv=None):
     parser.add_argument("--print", action="store_true", help="print the program and stop")
     parser.add_argument("--no-minimise", action="store_true")
     parser.add_argument("--max-failures", type=int, default=20)
+    parser.add_argument("--chunk", type=int, default=2000,
+                        help="programs per worker process (0: all in this process)")
+    parser.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     backends = ["dynvm", "eager"] if args.backend == "both" else [args.backend]
 
@@ -1776,15 +1863,25 @@ def main(argv=None):
                 print(f"backend {backend}: pass ({info})")
         return status
     seconds = args.seconds if args.seconds is not None or args.count is not None else 60
+    if args.worker_out is None:
+        log(f"fusion fuzz: seed {args.seed}, backends {', '.join(backends)}, "
+            f"{'%g s' % seconds if seconds else '%d programs' % args.count}"
+            + (f", {args.chunk} programs per worker process" if args.chunk else ""))
+    if args.chunk and args.worker_out is None:
+        summary = run_in_workers(args, backends, seconds, log)
+        log(summary.text())
+        return 1 if summary.failures else 0
+    # The program being run is written here first: a crash leaves it behind.
     crash_file = os.path.join(tempfile.gettempdir(), f"fusion_fuzz_current_{os.getpid()}.py")
-    log(f"fusion fuzz: seed {args.seed}, backends {', '.join(backends)}, "
-        f"{'%g s' % seconds if seconds else '%d programs' % args.count}; the program being "
-        f"run is in {crash_file} (a crash leaves it there)")
     summary = run_campaign(args.seed, backends, start=args.start, count=args.count,
                            seconds=seconds, calls=args.calls,
                            minimise_failures=not args.no_minimise,
                            max_failures=args.max_failures, log=log, crash_file=crash_file)
-    log(summary.text())
+    if args.worker_out is not None:
+        with open(args.worker_out, "w") as f:
+            json.dump(summary.to_json(), f)
+    else:
+        log(summary.text())
     try:
         os.remove(crash_file)
     except OSError:
