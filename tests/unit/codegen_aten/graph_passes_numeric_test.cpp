@@ -271,10 +271,17 @@ graph(%x: f32[4, 8] cpu, %n: i32[4, 8] cpu, %m: bool[8] cpu):
   %9: f32[4] cpu = aten::logsumexp(%x, [1])
   %10: f32[1, 8] cpu = aten::logsumexp(%4, [0], True)
   %11: f32[4] cpu = aten::logsumexp(%4, [1])
-  %12: f64[] cpu = aten::sum(%x, dtype=torch.float64)
-  %13: i32[4, 8] cpu = aten::masked_fill.Tensor(%n, %m, %12)
+  %12: f32[] cpu = aten::sum(%x)
+  %13: f32[4, 8] cpu = aten::masked_fill.Tensor(%x, %m, %12)
   return (%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %13)
 )");
+  // A float value into an integer tensor may not fit: ATen's checked conversion decides.
+  check_decomposition(R"(
+graph(%n: i32[4, 8] cpu, %m: bool[8] cpu, %v: f64[] cpu):
+  %0: i32[4, 8] cpu = aten::masked_fill.Tensor(%n, %m, %v)
+  return (%0)
+)",
+                      {"aten::masked_fill.Tensor"});
 }
 
 TEST_CASE("decomposed group_norm and baddbmm match ATen", "[graph_passes]") {
