@@ -951,6 +951,13 @@ class GroupLowering {
       const Argument* hi = op == "aten::clamp_min"   ? nullptr
                            : op == "aten::clamp_max" ? find_arg(node, 1, "max")
                                                      : find_arg(node, 2, "max");
+      // ATen has no bool kernel: bool operands with bool bounds make eager raise (the
+      // metadata may claim int64), so the group runs through ATen, which raises too.
+      ResultType operands;
+      operands.add(node.arg(0));
+      if (lo && !lo->is_none()) operands.add(*lo);
+      if (hi && !hi->is_none()) operands.add(*hi);
+      if (operands.result() == DType::Bool) unsupported(op + " of bool");
       if (lo && !lo->is_none())
         r = instr(type, LoopOp::Max, {r, operand(*lo, index, out.sizes, type)});
       if (hi && !hi->is_none())

@@ -444,9 +444,9 @@ graph(%x: f32[4, 4] cpu, %y: f32[4, 4] cpu):
   CHECK(kernel.error().message.find("aten::mm") != std::string::npos);
 }
 
-// ATen has no bool kernel of abs, relu and neg: the group runs through ATen, which raises
-// as eager does, instead of computing a result.
-TEST_CASE("cpu kernel: abs relu and neg of bool are not kernel primitives", "[codegen_cpu]") {
+// ATen has no bool kernel of abs, relu, neg and clamp: the group runs through ATen, which
+// raises as eager does, instead of computing a result.
+TEST_CASE("cpu kernel: abs relu neg and clamp of bool are not kernel primitives", "[codegen_cpu]") {
   for (std::string op : {"aten::abs", "aten::relu", "aten::neg"}) {
     graph::Graph group =
         parse("graph(%b: bool[4, 4] cpu):\n  %0: bool[4, 4] cpu = " + op + "(%b)\n  return (%0)\n");
@@ -455,6 +455,20 @@ TEST_CASE("cpu kernel: abs relu and neg of bool are not kernel primitives", "[co
     REQUIRE(!kernel);
     CHECK(kernel.error().message.find("on bool") != std::string::npos);
   }
+  // clamp of bools with bool bounds (1.13's metadata says int64 for one bound); integer
+  // bounds promote to int64, which ATen has a kernel for.
+  for (std::string bounds : {"None, True", "False, None", "False, True", "%b, %b"}) {
+    graph::Graph group =
+        parse("graph(%b: bool[4, 4] cpu):\n  %0: i64[4, 4] cpu = aten::clamp(%b, " + bounds +
+              ")\n  return (%0)\n");
+    INFO(bounds);
+    CHECK_FALSE(CpuKernel::compile(group, testing::uncached()));
+  }
+  check_against_aten(R"(
+graph(%b: bool[4, 4] cpu):
+  %0: i64[4, 4] cpu = aten::clamp(%b, 0, 1)
+  return (%0)
+)");
 }
 
 TEST_CASE("cpu kernel: inputs of another layout are rejected", "[codegen_cpu]") {
