@@ -180,6 +180,7 @@ FOUND = {
     "lerp_int": (["torch.lerp({0}, {0}, 0.25)"], [(I64, (4, 5))]),
     "abs_bool": (["torch.abs({0})"], [(BOOL, (4, 5))]),
     "relu_bool": (["torch.relu({0})"], [(BOOL, (4, 5))]),
+    "clamp_bool": (["torch.clamp({0}, max=False)"], [(BOOL, (4, 5))]),
     # rsub of a bool scalar was computed where eager raises.
     "rsub_bool": (["torch.rsub({0}, True)"], [(F32, (4, 5))]),
     # layer_norm with weights of another dtype than the input's was computed where eager
