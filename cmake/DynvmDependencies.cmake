@@ -1,11 +1,20 @@
 # Finds every third-party dependency and wraps each in one dynvm::<name> target, so a
-# layer says what it may know by what it links. scripts/install-deps.sh installs them.
+# layer says what it may know by what it links. scripts/install-deps.sh installs them (the
+# Python side, torch included, through scripts/setup-venv.sh).
 include(GNUInstallDirs)
 
-# --- CPython: the interpreter that has torch. Debian's /usr/bin/python3 here; pass
-# -DPython3_EXECUTABLE=... elsewhere (the GPU machine's venv python).
-if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
-  set(Python3_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "Python with torch")
+# --- CPython: the interpreter that has torch. Here, the environment scripts/setup-venv.sh
+# makes ($DYNVM_VENV, default /opt/dynvm-venv); pass -DPython3_EXECUTABLE=... elsewhere
+# (the GPU machine's venv python). scikit-build-core (`pip install .`) passes its own.
+if(NOT DEFINED Python3_EXECUTABLE)
+  if(DEFINED ENV{DYNVM_VENV})
+    set(_dynvm_venv "$ENV{DYNVM_VENV}")
+  else()
+    set(_dynvm_venv /opt/dynvm-venv)
+  endif()
+  if(EXISTS "${_dynvm_venv}/bin/python3")
+    set(Python3_EXECUTABLE "${_dynvm_venv}/bin/python3" CACHE FILEPATH "Python with torch")
+  endif()
 endif()
 find_package(Python3 3.11 REQUIRED COMPONENTS Interpreter Development.Module Development.Embed)
 if(Python3_VERSION VERSION_GREATER_EQUAL 3.13)
@@ -22,17 +31,58 @@ target_include_directories(dynvm_python_internal SYSTEM INTERFACE
 target_compile_definitions(dynvm_python_internal INTERFACE Py_BUILD_CORE)
 add_library(dynvm::python_internal ALIAS dynvm_python_internal)
 
-# --- libtorch: Debian's libtorch-dev here; the CMake package inside the Python's torch
-# on the GPU machine. Found through the Python when not found directly.
-execute_process(
-  COMMAND ${Python3_EXECUTABLE} -c "import torch, os; print(os.path.dirname(torch.__file__))"
-  OUTPUT_VARIABLE DYNVM_TORCH_PYDIR OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-find_package(Torch QUIET HINTS ${DYNVM_TORCH_PYDIR}/share/cmake/Torch)
-# (Torch's CMake package warns about optional pieces it does not find; QUIET hides it.)
+# --- CUDA toolkit for the GPU backend: NVRTC and the driver API, no nvcc needed. Found
+# before libtorch, whose package (a CUDA build of torch) looks for the toolkit too.
+if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
+  set(CUDAToolkit_ROOT /usr/local/cuda)
+endif()
+find_package(CUDAToolkit QUIET)
+set(DYNVM_HAVE_CUDA OFF)
+if(CUDAToolkit_FOUND AND TARGET CUDA::nvrtc AND TARGET CUDA::cuda_driver)
+  set(DYNVM_HAVE_CUDA ON)
+endif()
+
+# --- libtorch: the CMake package inside that Python's torch (torch/share/cmake/Torch), so
+# the C++ and the Python sides are one torch. Found without importing torch (seconds);
+# `-E` too, because pip's isolated build environment hides the venv's own packages.
+foreach(_dynvm_python_flags "" "-E")
+  execute_process(
+    COMMAND ${Python3_EXECUTABLE} ${_dynvm_python_flags} -c
+            "import importlib.util as u; print(u.find_spec('torch').submodule_search_locations[0])"
+    OUTPUT_VARIABLE DYNVM_TORCH_PYDIR OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(DYNVM_TORCH_PYDIR)
+    break()
+  endif()
+endforeach()
+if(DYNVM_TORCH_PYDIR AND EXISTS "${DYNVM_TORCH_PYDIR}/share/cmake/Torch")
+  # Its Caffe2 package too: TorchConfig's own search for it would prefer one installed
+  # on the system (Debian's libtorch-dev, an older torch) to the one beside it.
+  set(Caffe2_DIR "${DYNVM_TORCH_PYDIR}/share/cmake/Caffe2" CACHE PATH "Caffe2 of that torch" FORCE)
+  # dynvm uses only the CPU side of libtorch; the CUDA libraries of a CUDA build (the
+  # wheels are) come with it and load with it. Such a build's package would also find a
+  # CUDA toolkit and enable the CUDA language in this project, or fail: with no toolkit,
+  # with CMake 3.25's dialects (CUDA20) and with torch's FindCUDA picking the first nvcc
+  # on PATH. An empty torch::cudart, which is the guard that makes torch's cuda.cmake
+  # return at once, skips that: the GPU backend finds the toolkit by itself (above).
+  if(NOT TARGET torch::cudart)
+    add_library(torch::cudart INTERFACE IMPORTED)
+  endif()
+  # Torch's CMake package warns about optional pieces it does not find; QUIET hides it.
+  find_package(Torch QUIET CONFIG PATHS "${DYNVM_TORCH_PYDIR}/share/cmake/Torch" NO_DEFAULT_PATH)
+endif()
 set(DYNVM_HAVE_TORCH ${Torch_FOUND})
 if(Torch_FOUND)
+  # The full version ("2.14.1+cu130"), for `dynvm --version` and the configure summary.
+  set(DYNVM_TORCH_VERSION ${Torch_VERSION})
+  if(EXISTS "${DYNVM_TORCH_PYDIR}/version.py")
+    file(STRINGS "${DYNVM_TORCH_PYDIR}/version.py" _dynvm_torch_version_line
+         REGEX "^__version__ = ")
+    if(_dynvm_torch_version_line MATCHES "__version__ = '([^']+)'")
+      set(DYNVM_TORCH_VERSION ${CMAKE_MATCH_1})
+    endif()
+  endif()
   find_library(DYNVM_TORCH_PYTHON_LIBRARY torch_python
-    HINTS ${DYNVM_TORCH_PYDIR}/lib /usr/lib/x86_64-linux-gnu)
+    PATHS ${DYNVM_TORCH_PYDIR}/lib NO_DEFAULT_PATH)
   add_library(dynvm_torch INTERFACE)
   target_link_libraries(dynvm_torch INTERFACE torch)
   separate_arguments(_dynvm_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
@@ -44,9 +94,9 @@ if(Torch_FOUND)
                                                      Python3::Module)
   add_library(dynvm::torch_python ALIAS dynvm_torch_python)
 else()
-  message(FATAL_ERROR "libtorch was not found: run scripts/install-deps.sh (Debian's "
-                      "libtorch-dev), or pass -DPython3_EXECUTABLE= a Python whose torch "
-                      "ships its CMake package")
+  message(FATAL_ERROR "libtorch was not found in the torch of ${Python3_EXECUTABLE}: run "
+                      "scripts/setup-venv.sh, or pass -DPython3_EXECUTABLE= a Python whose "
+                      "torch (2.x) ships its CMake package")
 endif()
 
 # --- LLVM for the CPU backend (ORC JIT). LLVM 16: the newest Debian 12 packages, and
@@ -65,16 +115,6 @@ if(LLVM_FOUND)
   add_library(dynvm::llvm ALIAS dynvm_llvm)
 endif()
 
-# --- CUDA toolkit for the GPU backend: NVRTC and the driver API, no nvcc needed.
-if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
-  set(CUDAToolkit_ROOT /usr/local/cuda)
-endif()
-find_package(CUDAToolkit QUIET)
-set(DYNVM_HAVE_CUDA OFF)
-if(CUDAToolkit_FOUND AND TARGET CUDA::nvrtc AND TARGET CUDA::cuda_driver)
-  set(DYNVM_HAVE_CUDA ON)
-endif()
-
 # --- Boost.Graph (header-only part) for graph analyses.
 find_package(Boost 1.74 REQUIRED)
 add_library(dynvm_boost_graph INTERFACE)
@@ -83,7 +123,7 @@ add_library(dynvm::boost_graph ALIAS dynvm_boost_graph)
 
 function(dynvm_print_configuration)
   message(STATUS "dynvm ${PROJECT_VERSION}: Python ${Python3_VERSION} (${Python3_EXECUTABLE})")
-  message(STATUS "  libtorch:    ${DYNVM_HAVE_TORCH} ${Torch_VERSION}")
+  message(STATUS "  libtorch:    ${DYNVM_HAVE_TORCH} ${DYNVM_TORCH_VERSION} (${DYNVM_TORCH_PYDIR})")
   message(STATUS "  LLVM:        ${DYNVM_HAVE_LLVM} ${LLVM_PACKAGE_VERSION} (CPU backend)")
   message(STATUS "  CUDA:        ${DYNVM_HAVE_CUDA} ${CUDAToolkit_VERSION} (GPU backend)")
   message(STATUS "  Boost:       ${Boost_VERSION}")
