@@ -18,7 +18,7 @@ constexpr const char* kGeneralUsage =
     "\n"
     "options:\n"
     "  -h, --help                      show this help and exit\n"
-    "  --version                       show the version of dynvm and of its Python, and exit\n"
+    "  --version                       show the versions of dynvm, its Python and torch, and exit\n"
     "\n"
     "`dynvm run --help` lists the options of run.\n";
 
