@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's first command: install dependencies, build and install dynvm, and run
-# the example model through `dynvm run`.
+# The README's first command: install dependencies (Debian packages and the Python
+# environment with torch), build and install dynvm, and run the example model through
+# `dynvm run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

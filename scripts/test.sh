@@ -7,11 +7,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
+PYTHON=$(scripts/setup-venv.sh 2>/dev/null)
 
 echo "== sanitizer build (ASan + UBSan, clang-16): C++ unit tests and fuzzers =="
+# No Python package here, but libtorch still comes from the environment's torch.
 CC=clang-16 CXX=clang++-16 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
   -DDYNVM_SANITIZE=ON -DDYNVM_BUILD_PYTHON=OFF -DDYNVM_BUILD_FUZZERS=ON \
-  >build-asan.configure.log 2>&1 || { cat build-asan.configure.log; exit 1; }
+  -DPython3_EXECUTABLE="$PYTHON" >build-asan.configure.log 2>&1 ||
+  { cat build-asan.configure.log; exit 1; }
 cmake --build build-asan
 (cd build-asan && ctest --output-on-failure -j2)
 
