@@ -15,8 +15,8 @@ int run_version_command() {
   // the version number ("3.11.2 (main, ...) [GCC ...]").
   std::string python_version = Py_GetVersion();
   python_version = python_version.substr(0, python_version.find(' '));
-  std::printf("dynvm %s (Python %s, torch %s, %s)\n", DYNVM_VERSION_STRING,
-              python_version.c_str(), DYNVM_TORCH_VERSION_STRING, DYNVM_PYTHON_EXECUTABLE);
+  std::printf("dynvm %s (Python %s, torch %s, %s)\n", DYNVM_VERSION_STRING, python_version.c_str(),
+              DYNVM_TORCH_VERSION_STRING, DYNVM_PYTHON_EXECUTABLE);
   return 0;
 }
 
