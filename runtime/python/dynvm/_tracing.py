@@ -6,7 +6,10 @@ device, sizes, strides and requires_grad and compute shapes through the dispatch
 Meta kernels, so tracing touches no data. A recording dispatch mode sits on top of the
 fake mode and sees every operator as autograd hands it to the backends.
 """
+import contextlib
 import inspect
+import logging
+import threading
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -25,6 +28,31 @@ DATA_DEPENDENT = tuple(
     for name in ("DataDependentOutputException", "DynamicOutputShapeException",
                  "UnsupportedFakeTensorException")
     if hasattr(_fake_tensor, name))
+
+
+_trace_state = threading.local()
+
+
+class _QuietWhileTracing(logging.Filter):
+    """Drops what torch's fake-tensor module logs about a kernel that raised (torch 2 logs
+    "failed while attempting to run meta for ..." before re-raising) while this thread
+    traces: the exception itself reaches the VM, which breaks the graph there, and eager
+    execution raises it to the user as plain torch would, with nothing logged."""
+
+    def filter(self, record):
+        return not getattr(_trace_state, "depth", 0)
+
+
+logging.getLogger(_fake_tensor.__name__).addFilter(_QuietWhileTracing())
+
+
+@contextlib.contextmanager
+def _tracing():
+    _trace_state.depth = getattr(_trace_state, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _trace_state.depth -= 1
 
 
 def _make_fake_mode():
@@ -103,13 +131,19 @@ class TraceSession:
         self.records = []
 
     def fake_from_real(self, tensor):
-        return self.fake_mode.from_tensor(tensor)
+        fake = self.fake_mode.from_tensor(tensor)
+        # torch 2 keeps the value of a real 0-d CPU integer or float64 tensor on its fake
+        # (item_memo), so item() would hand the trace data that no guard checks: forget
+        # it, so that item() needs real data (a graph break) as on every other tensor.
+        if getattr(fake, "item_memo", None) is not None:
+            fake.item_memo = None
+        return fake
 
     def call(self, fn, args, kwargs, grad_enabled):
         """Calls fn(*args, **kwargs) on fake tensors; returns (result, new records)."""
         start = len(self.records)
         with torch.set_grad_enabled(grad_enabled):
-            with self.fake_mode, _Recorder(self.records):
+            with _tracing(), self.fake_mode, _Recorder(self.records):
                 result = fn(*args, **kwargs)
         return result, self._take(start)
 
@@ -117,7 +151,7 @@ class TraceSession:
         """Calls a leaf nn.Module with its parameters and buffers replaced by fakes."""
         start = len(self.records)
         with torch.set_grad_enabled(grad_enabled):
-            with self.fake_mode, _Recorder(self.records):
+            with _tracing(), self.fake_mode, _Recorder(self.records):
                 result = _functional_call(module, fake_state, tuple(args), kwargs)
         return result, self._take(start)
 
