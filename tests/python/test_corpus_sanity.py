@@ -6,7 +6,7 @@ depend on the seed, must run eagerly to the same result and side effects twice, 
 execute at least one ATen op and no op whose result depends on tensor data, and its
 source must not use features that are known graph breaks. Each model must build
 deterministically, run on its inputs, and treat the samples of a batch independently
-(test_models.py relies on that to predict outputs for reordered batches)."""
+(test_models.py relies on that to predict the output of a reordered batch)."""
 
 import copy
 import pathlib
@@ -156,9 +156,9 @@ _SMALL_INSTANCES = {"vit_b_16": {"image_size": 32}}
 
 
 def _check_batch_independence(model, x):
-    """test_models.py compares a compiled call on the reordered batch, and one on the
-    first sample alone, against eager outputs predicted from the batch's output: the
-    samples must not interact, to within 1e-5 of the output's size."""
+    """test_models.py compares a compiled call on the reordered batch against the eager
+    output predicted from the batch's output: the samples must not interact, to within
+    1e-5 of the output's size (checked for the first sample alone too)."""
     with torch.no_grad():
         out = model(x)
         flipped = model(x.flip(0))

@@ -78,9 +78,11 @@ def test_compiled_model_matches_eager_and_caches(name):
     single = x[:1].clone()
     with torch.no_grad():
         expected = model(x)
-        # The samples of a batch are independent in eval mode (test_corpus_sanity.py
-        # checks it eagerly), so eager's answer for the first sample alone is known.
-        expected_single = expected[:1]
+        # Eager's own answer for the first sample alone: at batch 1 torch's CPU kernels
+        # (oneDNN, MKL) may take other paths than at batch 2 and differ in the last
+        # bits (resnet50 under torch 2.14: 1.5e-5), so the batch's first row is no
+        # reference for it.
+        expected_single = model(single)
         state_before = _state(model)
 
         compiled = dynvm.compile(model, backend="eager")
