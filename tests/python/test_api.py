@@ -47,6 +47,27 @@ def test_version_comes_from_the_build():
     assert f'#define DYNVM_VERSION_STRING "{dynvm.__version__}"' in header
 
 
+def test_built_against_the_torch_it_runs_with():
+    import torch
+
+    from dynvm import _version
+
+    assert _version.TORCH_VERSION == torch.__version__
+    assert dynvm._native.core() is not None
+
+
+def test_another_torch_is_refused_with_a_clear_error():
+    result = run_python(
+        "import torch; torch.__version__ = '0.0.1'\n"
+        "import dynvm\n"
+        "try:\n"
+        "    dynvm.reset()\n"
+        "except ImportError as e:\n"
+        "    print(e)\n")
+    assert result.returncode == 0, result.stderr
+    assert "built against torch" in result.stdout and "torch 0.0.1" in result.stdout
+
+
 def test_import_does_not_import_torch():
     result = run_python("import sys, dynvm; print('torch' in sys.modules)")
     assert result.returncode == 0, result.stderr

@@ -11,7 +11,17 @@ def core():
     """The dynvm._C extension module."""
     global _core
     if _core is None:
-        import torch  # noqa: F401  (first: see the module docstring)
+        import torch  # first: see the module docstring
+
+        from dynvm import _version
+
+        # libtorch's C++ interface changes between releases: _C runs only with the
+        # torch it was built against (another one fails to load it, or worse).
+        if _version.TORCH_VERSION and torch.__version__ != _version.TORCH_VERSION:
+            raise ImportError(
+                f"dynvm was built against torch {_version.TORCH_VERSION}, but this Python "
+                f"has torch {torch.__version__}: build dynvm again for it "
+                "(scripts/build.sh, or pip install --no-build-isolation .)")
 
         from dynvm import _C
 
