@@ -37,15 +37,6 @@ KNOWN_GAPS = {
 }
 
 
-# Gaps of torch 1.13's fake tensors, which torch 2 does not have.
-if torch.__version__.startswith("1."):
-    KNOWN_GAPS.update({
-        "bitwise_int_tensor": "torch 1.13 fake tensors reject `int_tensor | 8`",
-        "classification_losses":
-            "torch 1.13 fake tensors fail in F.cross_entropy(label_smoothing=...)",
-    })
-
-
 def _params(cases):
     return [pytest.param(c, id=c.name, marks=pytest.mark.xfail(strict=True,
                                                                 reason=KNOWN_GAPS[c.name]))

@@ -15,10 +15,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-try:  # torch >= 2.0
-    from torch.func import functional_call as _functional_call
-except ImportError:  # torch 1.13
-    from torch.nn.utils.stateless import functional_call as _functional_call
+from torch.func import functional_call as _functional_call
 
 from torch._subclasses import fake_tensor as _fake_tensor
 
