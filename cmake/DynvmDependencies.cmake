@@ -55,8 +55,10 @@ foreach(_dynvm_python_flags "" "-E")
   endif()
 endforeach()
 if(DYNVM_TORCH_PYDIR AND EXISTS "${DYNVM_TORCH_PYDIR}/share/cmake/Torch")
-  # Its Caffe2 package too: TorchConfig's own search for it would prefer one installed
-  # on the system (Debian's libtorch-dev, an older torch) to the one beside it.
+  # That package and its Caffe2 package, forced: TorchConfig's own search for Caffe2
+  # would prefer one installed on the system (Debian's libtorch-dev, an older torch) to
+  # the one beside it, and a build folder configured before may remember another torch.
+  set(Torch_DIR "${DYNVM_TORCH_PYDIR}/share/cmake/Torch" CACHE PATH "Torch of that Python" FORCE)
   set(Caffe2_DIR "${DYNVM_TORCH_PYDIR}/share/cmake/Caffe2" CACHE PATH "Caffe2 of that torch" FORCE)
   # dynvm uses only the CPU side of libtorch; the CUDA libraries of a CUDA build (the
   # wheels are) come with it and load with it. Such a build's package would also find a
@@ -81,6 +83,7 @@ if(Torch_FOUND)
       set(DYNVM_TORCH_VERSION ${CMAKE_MATCH_1})
     endif()
   endif()
+  unset(DYNVM_TORCH_PYTHON_LIBRARY CACHE)  # never one of another torch found before
   find_library(DYNVM_TORCH_PYTHON_LIBRARY torch_python
     PATHS ${DYNVM_TORCH_PYDIR}/lib NO_DEFAULT_PATH)
   add_library(dynvm_torch INTERFACE)
@@ -96,7 +99,10 @@ if(Torch_FOUND)
 else()
   message(FATAL_ERROR "libtorch was not found in the torch of ${Python3_EXECUTABLE}: run "
                       "scripts/setup-venv.sh, or pass -DPython3_EXECUTABLE= a Python whose "
-                      "torch (2.x) ships its CMake package")
+                      "torch (2.x) ships its CMake package (a build folder configured "
+                      "before the move to torch 2 remembers /usr/bin/python3: pass "
+                      "-DPython3_EXECUTABLE=/opt/dynvm-venv/bin/python3, or run "
+                      "scripts/build.sh)")
 endif()
 
 # --- LLVM for the CPU backend (ORC JIT). LLVM 16: the newest Debian 12 packages, and
