@@ -335,3 +335,20 @@ def test_mapping_classes_index_test_membership_and_get_without_a_break():
         assert torch.equal(got[0], expected[0]) and got[1] == expected[1]
     functions["unknown"] = lambda q: q - 5  # the local mapping changes: a retrace
     assert torch.equal(compiled(x, "unknown")[0], torch.full((2,), -2.0))
+
+
+def test_item_of_a_zero_dim_tensor_after_a_break_is_not_baked_in():
+    # torch 2 keeps the value of a real 0-d integer tensor on its fake (item_memo): the
+    # trace resumed after the print read n.item() as a constant no guard checked, so the
+    # variant made for n = 4 served n = 1 (and a recursion on it never ended).
+    def pick(n, x):
+        print("rank", n.dim())
+        if n.item() > 2:
+            return x + 1
+        return x - 1
+
+    compiled = dynvm.compile(pick, backend="eager")
+    x = torch.zeros(3)
+    assert torch.equal(compiled(torch.tensor(4), x), x + 1)
+    assert torch.equal(compiled(torch.tensor(1), x), x - 1)
+    assert torch.equal(compiled(torch.tensor(5), x), x + 1)
