@@ -117,6 +117,13 @@ struct ResultType {
 
 // --- small helpers ---------------------------------------------------------------------
 
+bool is_bool_operand(const Argument& a) {
+  if (a.kind() == Argument::Kind::Bool) return true;
+  if (a.kind() != Argument::Kind::Value) return false;
+  const graph::TensorMeta* meta = a.as_value()->meta();
+  return meta && meta->dtype == DType::Bool;
+}
+
 std::vector<int64_t> row_major(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> strides(sizes.size());
   int64_t stride = 1;
@@ -912,6 +919,12 @@ class GroupLowering {
     if (op == "aten::add.Tensor" || op == "aten::add.Scalar" || op == "aten::sub.Tensor" ||
         op == "aten::sub.Scalar") {
       bool is_add = op.compare(0, 9, "aten::add") == 0;
+      // ATen refuses to subtract with a bool on either side, whatever the result type (a
+      // bool minus a float): the group runs through ATen, which raises as eager does.
+      // Metadata of some torch versions accepts it, so the result type cannot tell.
+      if (!is_add && (is_bool_operand(node.arg(0)) || is_bool_operand(node.arg(1)))) {
+        unsupported(op + " with a bool operand");
+      }
       ValueId b = x(1, type);
       const Argument* alpha = find_arg(node, 2, "alpha");
       if (alpha && !alpha->is_none() && literal_number(*alpha) != 1.0) {

@@ -124,3 +124,22 @@ def test_fills_that_fit_keep_their_values(backend):
 
     same_as_eager(fn, torch.tensor([1, 2, 3], dtype=torch.uint8),
                   torch.tensor([0, 2], dtype=torch.int16), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("program", [
+    lambda a, b: torch.sub(torch.ne(b, a), 0.1, alpha=2),
+    lambda a, b: (a > 0) - b,
+    lambda a, b: b - (a > 0),
+    lambda a, b: torch.rsub(a > 0, 1.5),
+])
+def test_subtraction_with_a_bool_operand_raises(program, backend):
+    # torch 2.14's meta kernel of sub accepts a bool tensor that eager's kernel rejects,
+    # and the result type (float) hid the bool operand: the fused sub returned a value
+    # (found by the fusion fuzzer).
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    message = "Subtraction, the `-` operator, with a bool tensor"
+    with pytest.raises(NotImplementedError, match=message):
+        program(a, b)
+    with pytest.raises(NotImplementedError, match=message):
+        dynvm.compile(program, backend=backend)(a, b)

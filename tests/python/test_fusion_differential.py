@@ -41,27 +41,8 @@ def run_chunk(backend, total, chunk):
     return summary
 
 
-# Chunks of backend "dynvm" that fail under torch 2.14 (the fuzzer's programs were tuned
-# on torch 1.13); a chunk stops at its first failure, so the rest of it is unchecked there.
-TORCH2_DYNVM_GAPS = {
-    1: "program 345, torch.sub(torch.ne(b, a), 0.1, alpha=2): torch 2.14's meta kernel of "
-       "sub takes a bool tensor that eager's kernel rejects (NotImplementedError), so the "
-       "trace succeeds and the fused sub returns a value; sub of a bool tensor must stay "
-       "with ATen",
-    6: "program 1329, cos(-3.0 / F.normalize(a, dim=0)) in bfloat16: one element of 1632 "
-       "differs (-1.0 against 0.671875), cos of a large quotient that the fused kernel "
-       "does not round to bfloat16 as eager does before cos",
-}
-
-
-def _dynvm_chunks():
-    gaps = TORCH2_DYNVM_GAPS if int(torch.__version__.split(".")[0]) >= 2 else {}
-    return [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=gaps[c]))
-            if c in gaps else c for c in range(CHUNKS)]
-
-
 @needs_codegen
-@pytest.mark.parametrize("chunk", _dynvm_chunks())
+@pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_backend_dynvm_matches_eager(chunk):
     summary = run_chunk("dynvm", DYNVM_PROGRAMS, chunk)
     # Most programs fuse something: a change that made every group fall back to ATen
