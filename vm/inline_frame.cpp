@@ -82,6 +82,35 @@ ValuePtr InlineFrame::load_global(const std::string& name) {
   unsupported("name '" + name + "' is not defined");
 }
 
+ValuePtr InlineFrame::import_name(const std::string& name, const ValuePtr& fromlist,
+                                  const ValuePtr& level) {
+  bool names_known =
+      fromlist->is_constant() || (fromlist->is(TracedValue::Kind::Tuple) &&
+                                  fromlist->py() != nullptr && PyTuple_CheckExact(fromlist->py()));
+  if (!level->is_constant() || !PyLong_CheckExact(level->py()) || !names_known) {
+    unsupported("an import with a computed level or name list");
+  }
+  // The import runs now, as it would at this point of the frame (Dynamo does the same): a
+  // module imported before is found in sys.modules, a new one is imported once. The module
+  // is then read from sys.modules by its name on every call.
+  PyRef module_name = PyRef::steal(PyUnicode_FromString(name.c_str()));
+  PyRef module = PyRef::steal(PyImport_ImportModuleLevelObject(
+      module_name.get(), scope_.globals.get(), nullptr, fromlist->py(),
+      static_cast<int>(PyLong_AsLong(level->py()))));
+  if (!module) unsupported_from_python_error("import " + name);
+  PyRef imported_as = PyRef::steal(PyObject_GetAttrString(module.get(), "__name__"));
+  if (!imported_as || !PyUnicode_Check(imported_as.get())) {
+    unsupported_from_python_error("the name of the module imported as " + name);
+  }
+  const char* text = PyUnicode_AsUTF8(imported_as.get());
+  PyRef registered = PyRef::steal(PyImport_GetModule(imported_as.get()));
+  if (registered.get() != module.get()) {
+    PyErr_Clear();
+    unsupported("import " + name + ": the module is not sys.modules['" + text + "']");
+  }
+  return context_.wrap(module.get(), Source::module(text));
+}
+
 void InlineFrame::jump_if(bool pop_always, bool jump_when, const Instruction& ins, bool none_test) {
   ValuePtr v = top();
   bool truth;
@@ -364,6 +393,16 @@ void InlineFrame::step(const Instruction& ins) {
     case Op::LoadGlobal:
       if (n.flags & frontend::kOpPushNull) push(TracedValue::null());
       push(load_global(code_->names.at(n.index)));
+      return;
+    case Op::ImportName: {
+      ValuePtr fromlist = pop();
+      ValuePtr level = pop();
+      push(import_name(code_->names.at(n.index), fromlist, level));
+      return;
+    }
+    case Op::ImportFrom:
+      // The module stays on the stack; the name was imported with it when it is a submodule.
+      push(load_attribute(context_, top(), code_->names.at(n.index)));
       return;
     case Op::LoadAttr: {
       ValuePtr obj = pop();

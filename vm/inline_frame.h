@@ -71,6 +71,8 @@ class InlineFrame {
   std::vector<ValuePtr> pop_n(size_t n);  // in push order
 
   ValuePtr load_global(const std::string& name);
+  // `import name` (fromlist None) or `from name import ...`, relative at `level`.
+  ValuePtr import_name(const std::string& name, const ValuePtr& fromlist, const ValuePtr& level);
   ValuePtr const_value(int index);
   void do_call(int argc, int kw_names_const);
   ValuePtr zero_argument_super();

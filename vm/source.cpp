@@ -24,6 +24,9 @@ SourcePtr Source::global(std::string name) {
 SourcePtr Source::builtin(std::string name) {
   return SourcePtr(new Source(Kind::Builtin, nullptr, std::move(name), 0));
 }
+SourcePtr Source::module(std::string name) {
+  return SourcePtr(new Source(Kind::Module, nullptr, std::move(name), 0));
+}
 SourcePtr Source::attr(SourcePtr base, std::string name) {
   return SourcePtr(new Source(Kind::Attr, std::move(base), std::move(name), 0));
 }
@@ -62,6 +65,8 @@ std::string Source::to_string() const {
       return "G[" + quoted(name_) + "]";
     case Kind::Builtin:
       return "B[" + quoted(name_) + "]";
+    case Kind::Module:
+      return "M[" + quoted(name_) + "]";
     case Kind::Attr:
     case Kind::ModuleParam:
     case Kind::ModuleBuffer:

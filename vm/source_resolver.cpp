@@ -30,7 +30,7 @@ const char* member_container(Source::Kind kind) {
 bool is_root(Source::Kind kind) {
   return kind == Source::Kind::Local || kind == Source::Kind::Closure ||
          kind == Source::Kind::Stack || kind == Source::Kind::Global ||
-         kind == Source::Kind::Builtin;
+         kind == Source::Kind::Builtin || kind == Source::Kind::Module;
 }
 
 // New reference to dict[key], or nullptr (a Python error set when the lookup raised). `dict`
@@ -66,6 +66,7 @@ int SourceTable::intern(const SourcePtr& source) {
       break;
     case Source::Kind::Global:
     case Source::Kind::Builtin:
+    case Source::Kind::Module:
     case Source::Kind::Attr:
     case Source::Kind::Key:
       entry.key = PyRef::steal(interned(source->name()));
@@ -170,6 +171,8 @@ PyObject* read_source_entry(const SourceTable::Entry& entry, PyObject* base,
       return dict_item(inputs_.globals, entry.key.get());
     case Source::Kind::Builtin:
       return dict_item(inputs_.builtins, entry.key.get());
+    case Source::Kind::Module:
+      return PyImport_GetModule(entry.key.get());  // new, or nullptr when not imported
     case Source::Kind::Attr:
       if (entry.is_dict_attr) {
         PyObject* dict = instance_dict(base);  // borrowed

@@ -181,9 +181,22 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
     PyObject *dk, *dv;
     Py_ssize_t pos = 0;
     while (PyDict_Next(object, &pos, &dk, &dv)) {  // borrowed
-      if (!PyUnicode_CheckExact(dk)) unsupported("a dict argument with non-string keys");
+      SourcePtr value_source;
+      if (PyUnicode_CheckExact(dk)) {
+        value_source = Source::key(source, PyUnicode_AsUTF8(dk));
+      } else if (PyLong_CheckExact(dk)) {
+        // An integer key (a config's id2label): the item source reads base[key], which
+        // subscripts a dict as it does a list.
+        int overflow = 0;
+        long long index = PyLong_AsLongLongAndOverflow(dk, &overflow);
+        if (overflow != 0) unsupported("a dict argument with an integer key beyond 64 bits");
+        value_source = Source::item(source, index);
+      } else {
+        unsupported("a dict argument with a " + std::string(Py_TYPE(dk)->tp_name) + " key (" + key +
+                    ")");
+      }
       keys.push_back(TracedValue::constant(PyRef::borrow(dk)));
-      values.push_back(wrap(dv, Source::key(source, PyUnicode_AsUTF8(dk))));
+      values.push_back(wrap(dv, value_source));
     }
     result = TracedValue::dict(std::move(keys), std::move(values), false, source);
     result->obj = PyRef::borrow(object);

@@ -352,3 +352,61 @@ def test_item_of_a_zero_dim_tensor_after_a_break_is_not_baked_in():
     assert torch.equal(compiled(torch.tensor(4), x), x + 1)
     assert torch.equal(compiled(torch.tensor(1), x), x - 1)
     assert torch.equal(compiled(torch.tensor(5), x), x + 1)
+
+
+class _LabelledConfig:
+    def __init__(self):
+        self.id2label = {0: "negative", 1: "positive"}
+        self.scale = 2.0
+
+
+def test_a_dict_with_integer_keys_read_from_an_argument_is_traced_and_guarded():
+    # A config's id2label ({0: ..., 1: ...}) broke every frame that read the config's
+    # __dict__ ("a dict argument with non-string keys").
+    config = _LabelledConfig()
+
+    def fn(x, config):
+        return x * config.scale + len(config.id2label[1])
+
+    compiled = dynvm.compile(fn, backend="eager", fullgraph=True)
+    x = torch.randn(3)
+    assert torch.equal(compiled(x, config), fn(x, config))
+    config.id2label[1] = "pos"  # the item is guarded: the change retraces
+    assert torch.equal(compiled(x, config), fn(x, config))
+    config.id2label[2] = "neutral"  # so are the keys
+    assert torch.equal(compiled(x, config), fn(x, config))
+    assert dynvm.counters["recompiles"] == 2
+
+
+def test_imports_inside_traced_code_do_not_break_the_graph():
+    # IMPORT_NAME and IMPORT_FROM were graph breaks (transformers imports inside forward).
+    def fn(x):
+        import math
+        import torch.nn.functional
+        from os import path as p
+        from torch.nn import functional as F
+        return F.relu(x) * math.pi + torch.nn.functional.gelu(x), p.sep
+
+    x = torch.randn(3)
+    explained = dynvm.explain(fn)(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    result = dynvm.compile(fn, backend="eager", fullgraph=True)(x)
+    expected = fn(x)
+    assert torch.equal(result[0], expected[0]) and result[1] == expected[1]
+
+
+def test_an_import_of_a_module_not_loaded_yet_runs_once_at_its_place():
+    # The module is imported while tracing, as at that point of the eager frame; later
+    # calls find it in sys.modules.
+    sys.modules.pop("colorsys", None)
+
+    def fn(x):
+        import colorsys
+        return x + colorsys.ONE_THIRD
+
+    compiled = dynvm.compile(fn, backend="eager", fullgraph=True)
+    x = torch.randn(3)
+    assert torch.equal(compiled(x), x + 1.0 / 3.0)
+    assert "colorsys" in sys.modules
+    assert torch.equal(compiled(x), x + 1.0 / 3.0)
+    assert dynvm.counters["cache_hits"] == 1

@@ -12,6 +12,7 @@ TEST_CASE("sources print as paths") {
   CHECK(w->base()->base()->kind() == Source::Kind::ModuleChild);
   CHECK(Source::key(Source::global("cfg"), "lr")->to_string() == "G['cfg']['lr']");
   CHECK(Source::builtin("len")->to_string() == "B['len']");
+  CHECK(Source::module("torch.nn")->to_string() == "M['torch.nn']");
   CHECK(Source::attr(Source::closure("scale", 1), "value")->to_string() == "C['scale'].value");
 }
 

@@ -45,7 +45,7 @@ class Counted:
 net = Net()
 counted = Counted()
 counted._value = torch.zeros(2)
-cfg = {'lr': 0.5, 'steps': [1, 2, 3]}
+cfg = {'lr': 0.5, 'steps': [1, 2, 3], 'labels': {7: 'seven'}}
 ordered = collections.OrderedDict(a=1)
 pair = ('first', 'second')
 
@@ -87,6 +87,9 @@ TEST_CASE("every source kind resolves") {
   CHECK(resolve_text(ns, Source::global("reads")) == "[0]");
   CHECK(resolve_text(ns, Source::builtin("len")) == "<built-in function len>");
   CHECK(resolve_text(ns, Source::closure("captured", 0)) == "tensor([0.])");
+  CHECK(resolve_text(ns, Source::module("sys")) == "<module 'sys' (built-in)>");
+  CHECK(resolve_text(ns, Source::item(Source::key(Source::local("cfg", 2), "labels"), 7)) ==
+        "'seven'");  // a dict with integer keys
   auto fc = member(Source::Kind::ModuleChild, kSelf, "fc");
   CHECK(resolve_text(ns, fc) == "Linear(in_features=3, out_features=2, bias=True)");
   CHECK(resolve_text(ns, Source::attr(member(Source::Kind::ModuleParam, fc, "bias"), "shape")) ==
@@ -110,6 +113,7 @@ TEST_CASE("unresolvable sources give nothing and leave no error") {
   CHECK(resolve_text(ns, Source::closure("captured", 1)) == "<unresolved>");
   CHECK(resolve_text(ns, Source::global("missing")) == "<unresolved>");
   CHECK(resolve_text(ns, Source::builtin("missing")) == "<unresolved>");
+  CHECK(resolve_text(ns, Source::module("dynvm_no_such_module")) == "<unresolved>");
   CHECK(resolve_text(ns, member(Source::Kind::ModuleParam, kSelf, "missing")) == "<unresolved>");
   CHECK(resolve_text(ns, member(Source::Kind::ModuleParam, Source::local("cfg", 2), "lr")) ==
         "<unresolved>");  // a dict has no instance dict

@@ -19,6 +19,7 @@ class Source {
     Closure,       // the contents of the traced function's free variable #index
     Global,        // the frame's globals[name]
     Builtin,       // the frame's builtins[name]
+    Module,        // sys.modules[name]: a module imported by traced code
     Attr,          // getattr(base, name)
     ModuleParam,   // base._parameters[name] (an nn.Module's parameter)
     ModuleBuffer,  // base._buffers[name]
@@ -34,6 +35,7 @@ class Source {
   static SourcePtr stack(int index);
   static SourcePtr global(std::string name);
   static SourcePtr builtin(std::string name);
+  static SourcePtr module(std::string name);
   static SourcePtr attr(SourcePtr base, std::string name);
   static SourcePtr module_member(Kind kind, SourcePtr base, std::string name);
   static SourcePtr key(SourcePtr base, std::string key);
