@@ -123,6 +123,24 @@ ValuePtr module_attribute(TraceContext& ctx, const ValuePtr& module_value,
       PyRef fn_ref = PyRef::steal(fn);
       return ctx.wrap(fn, class_src);
     }
+    if (name == "__class__") {
+      return ctx.wrap(reinterpret_cast<PyObject*>(Py_TYPE(module)), Source::attr(src, name));
+    }
+    if (Py_TYPE(class_attr) == &PyClassMethod_Type) {
+      PyRef fn = PyRef::steal(PyObject_GetAttrString(class_attr, "__func__"));
+      if (!fn || !PyFunction_Check(fn.get())) unsupported("classmethod " + name);
+      ValuePtr cls =
+          ctx.wrap(reinterpret_cast<PyObject*>(Py_TYPE(module)), Source::attr(src, "__class__"));
+      return bound_method(cls, ctx.wrap(fn.get(), Source::attr(class_src, "__func__")));
+    }
+    if (Py_TYPE(class_attr)->tp_descr_get != nullptr) {
+      // Another descriptor (a slot, a C getset, a cached property): the class attribute is
+      // not the value. Read as Python reads it; a method made per read cannot be guarded.
+      PyRef value = PyRef::steal(PyObject_GetAttrString(module, name.c_str()));
+      if (!value) unsupported_from_python_error("attribute " + name);
+      if (PyMethod_Check(value.get())) unsupported("the method made by descriptor " + name);
+      return ctx.wrap(value.get(), Source::attr(src, name));
+    }
     return ctx.wrap(class_attr, Source::attr(src, name));
   }
   unsupported("'" + std::string(Py_TYPE(module)->tp_name) + "' object has no attribute '" + name +

@@ -1037,6 +1037,8 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     return bool_value(ctx.grad_enabled);
   }
   if (fn == k.jit_is_scripting.get() || fn == k.jit_is_tracing.get()) return bool_value(false);
+  if (fn == k.is_exporting.get()) return bool_value(false);
+  if (is_compiling_flag(fn)) return bool_value(true);
   if (is_module(fn)) return call_module(ctx, callable, std::move(args), std::move(kwargs));
   if (PyType_Check(fn)) {
     auto* type = reinterpret_cast<PyTypeObject*>(fn);

@@ -52,6 +52,14 @@ KnownObjects* load() {
   k->is_grad_enabled = attr(t, "is_grad_enabled");
   k->jit_is_scripting = attr(t, "jit.is_scripting");
   k->jit_is_tracing = attr(t, "jit.is_tracing");
+  // torch._dynamo's own spelling is recognised by name (is_compiling_flag): reading it
+  // here would import Dynamo.
+  for (const char* name :
+       {"compiler.is_compiling", "compiler.is_dynamo_compiling", "_utils.is_compiling"}) {
+    PyRef found = attr(t, name);
+    if (found) k->is_compiling.push_back(std::move(found));
+  }
+  k->is_exporting = attr(t, "compiler.is_exporting");
   k->module_call = attr(t, "nn.Module.__call__");
   k->module_getattr = attr(t, "nn.Module.__getattr__");
   k->operator_module = PyRef::steal(PyImport_ImportModule("operator"));
@@ -90,6 +98,20 @@ bool identity_is_enough(PyObject* o) {
          PyMethod_Check(o) || Py_TYPE(o) == &PyMethodDescr_Type ||
          Py_TYPE(o) == &PyWrapperDescr_Type || Py_TYPE(o) == &PyClassMethodDescr_Type ||
          is_module(o);
+}
+
+bool is_compiling_flag(PyObject* fn) {
+  const KnownObjects* k = KnownObjects::get();
+  if (k == nullptr) return false;
+  for (const PyRef& flag : k->is_compiling) {
+    if (fn == flag.get()) return true;
+  }
+  if (!PyFunction_Check(fn)) return false;
+  auto* function = reinterpret_cast<PyFunctionObject*>(fn);
+  PyObject* module = function->func_module;  // borrowed
+  return module != nullptr && PyUnicode_Check(module) &&
+         PyUnicode_CompareWithASCIIString(module, "torch._dynamo.external_utils") == 0 &&
+         PyUnicode_CompareWithASCIIString(function->func_qualname, "is_compiling") == 0;
 }
 
 bool is_module(PyObject* object) {

@@ -5,6 +5,7 @@
 #include <Python.h>
 
 #include <string>
+#include <vector>
 
 #include "dynvm/support/py_ref.h"
 
@@ -22,6 +23,10 @@ struct KnownObjects {
   PyRef no_grad, enable_grad, set_grad_enabled, inference_mode;
   PyRef is_grad_enabled;
   PyRef jit_is_scripting, jit_is_tracing;
+  // torch.compiler.is_compiling and its older spellings: true in traced code, as under
+  // Dynamo, so that libraries take their compile-friendly paths.
+  std::vector<PyRef> is_compiling;
+  PyRef is_exporting;         // torch.compiler.is_exporting: false (dynvm does not export)
   PyRef module_call;          // torch.nn.Module.__call__ (and _call_impl)
   PyRef module_getattr;       // torch.nn.Module.__getattr__
   PyRef operator_module;      // the operator module
@@ -39,6 +44,9 @@ struct KnownObjects {
 
 // True for objects of `torch.Tensor` type or a subclass of it.
 bool is_tensor(PyObject* object);  // borrowed
+// True for torch.compiler.is_compiling and the other functions that tell code it is being
+// compiled (torch._dynamo's included, without importing Dynamo).
+bool is_compiling_flag(PyObject* fn);  // borrowed
 // True for nn.Module instances.
 bool is_module(PyObject* object);  // borrowed
 // An object whose identity says everything the trace may use of it (a module, class,

@@ -410,3 +410,40 @@ def test_an_import_of_a_module_not_loaded_yet_runs_once_at_its_place():
     assert "colorsys" in sys.modules
     assert torch.equal(compiled(x), x + 1.0 / 3.0)
     assert dynvm.counters["cache_hits"] == 1
+
+
+class _NamedModule(torch.nn.Module):
+    scale = 3
+
+    @classmethod
+    def factor(cls):
+        return cls.scale + len(cls.__name__)
+
+    def forward(self, x):
+        return x * len(self.__class__.__name__) + self.factor() + len(str(self.__class__))
+
+
+@pytest.mark.parametrize("backend", ["eager", pytest.param("dynvm", marks=needs_codegen)])
+def test_class_descriptors_read_on_a_module_give_their_values(backend):
+    # A module's self.__class__ gave object's __class__ descriptor itself: its __name__ was
+    # '__class__' (a wrong result), and str() of it broke the graph.
+    m = _NamedModule()
+    x = torch.ones(2)
+    explained = dynvm.explain(m)(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    assert torch.equal(dynvm.compile(m, backend=backend)(x), m(x))
+
+
+def test_compiled_code_sees_that_it_is_being_compiled():
+    # As under Dynamo: libraries (transformers) take their compile-friendly paths.
+    def fn(x):
+        if torch.compiler.is_compiling() and torch._utils.is_compiling():
+            x = x + 1
+        if torch.compiler.is_exporting():
+            x = x * 100
+        return x * 2
+
+    x = torch.ones(2)
+    assert torch.equal(fn(x), x * 2)
+    compiled = dynvm.compile(fn, backend="eager", fullgraph=True)
+    assert torch.equal(compiled(x), (x + 1) * 2)
