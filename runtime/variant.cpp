@@ -123,6 +123,16 @@ PyObject* rebuild_new(const vm::OutputRecipe& recipe, const std::vector<at::Tens
     case Kind::Constant:
     case Kind::Size:
       return Py_NewRef(recipe.constant.get());
+    case Kind::FreshCopy: {
+      static PyObject* copy = nullptr;  // copy.copy, for the process
+      if (copy == nullptr) {
+        PyRef module = PyRef::steal(PyImport_ImportModule("copy"));
+        if (!module) return nullptr;
+        copy = PyObject_GetAttrString(module.get(), "copy");
+        if (copy == nullptr) return nullptr;
+      }
+      return PyObject_CallOneArg(copy, recipe.constant.get());
+    }
     case Kind::FromSource: {
       PyRef value = vm::resolve_source(recipe.source, inputs);
       if (!value) {

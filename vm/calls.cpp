@@ -135,7 +135,8 @@ ValuePtr call_concrete(PyObject* callable, const std::vector<ValuePtr>& args,
     }
   }
   PyRef result = PyRef::steal(PyObject_Call(callable, tuple.get(), kw.get()));
-  if (!result) unsupported_from_python_error("calling " + name_of(callable));
+  // The arguments are guarded constants: an exception is what the call raises every time.
+  if (!result) raise_python_error("calling " + name_of(callable));
   return from_concrete(result.get());
 }
 
@@ -549,6 +550,9 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     return TracedValue::iterator(std::move(out));
   }
   if (name == "print") unsupported("print()");
+  if (constructs_as_base_exception(callable) && all_concrete(args, kwargs)) {
+    return call_concrete(callable, args, kwargs);  // an exception to raise: IndexError("...")
+  }
   unsupported("call to builtin " + name + "()");
 }
 
@@ -1112,6 +1116,9 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
          std::string(type_name) == "torch.iinfo" || std::string(type_name) == "finfo" ||
          std::string(type_name) == "iinfo")) {
       return call_concrete(fn, args, kwargs);
+    }
+    if (constructs_as_base_exception(fn) && all_concrete(args, kwargs)) {
+      return call_concrete(fn, args, kwargs);  // an exception of Python code, to raise
     }
     unsupported("creating an instance of " + std::string(type_name));
   }

@@ -1,5 +1,6 @@
 // The VM's instruction loop: executes one frame's normalised ops over traced values.
 #include "inline_frame.h"
+#include "known_objects.h"
 
 #include <utility>
 
@@ -227,6 +228,43 @@ void InlineFrame::require_mutable(const ValuePtr& container) {
   }
 }
 
+bool InlineFrame::enter_handler(const PyRef& exception) {
+  const auto& instructions = code_->instructions;
+  if (pc_ < 0 || pc_ >= static_cast<int>(instructions.size())) return false;
+  uint32_t offset = instructions[pc_].offset;
+  for (const auto& entry : code_->exception_table) {
+    if (offset < entry.start || offset >= entry.end) continue;
+    if (entry.target_index < 0 || stack_.size() < entry.depth) return false;
+    stack_.resize(entry.depth);
+    if (entry.lasti) {
+      push(TracedValue::constant(PyRef::steal(PyLong_FromUnsignedLong(offset / 2))));
+    }
+    push(TracedValue::constant(exception));
+    pc_ = entry.target_index;
+    return true;
+  }
+  return false;
+}
+
+void InlineFrame::raise(const ValuePtr& exception) {
+  PyObject* value = exception->is_constant() || exception->is(TracedValue::Kind::Object)
+                        ? exception->py()
+                        : nullptr;
+  PyRef instance;
+  if (value != nullptr && PyExceptionInstance_Check(value)) {
+    instance = PyRef::borrow(value);
+  } else if (value != nullptr && PyExceptionClass_Check(value)) {
+    // `raise ValueError`: an instance made now, as Python makes it.
+    if (constructs_as_base_exception(value)) instance = PyRef::steal(PyObject_CallNoArgs(value));
+    if (!instance) PyErr_Clear();
+  }
+  if (!instance) unsupported("raise statement reached while tracing");
+  Unsupported raised;
+  raised.reason = std::string("raise ") + Py_TYPE(instance.get())->tp_name;
+  raised.exception = std::move(instance);
+  throw raised;
+}
+
 ValuePtr InlineFrame::run() {
   const auto& instructions = code_->instructions;
   int executed = 0;
@@ -249,6 +287,10 @@ ValuePtr InlineFrame::run() {
       jumped_ = false;
       step(ins);
     } catch (Unsupported& u) {
+      // Inlined frames handle exceptions the trace proves. The traced frame itself does
+      // not: a break inside its except block would resume there without the exception
+      // CPython's thread state holds; eager runs from the raising instruction instead.
+      if (u.exception && !is_root_ && enter_handler(u.exception)) continue;
       if (u.filename.empty()) {
         u.filename = code_->filename;
         u.lineno = current_line();
@@ -833,7 +875,37 @@ void InlineFrame::step(const Instruction& ins) {
       push(TracedValue::object(PyRef::borrow(PyExc_AssertionError)));
       return;
     case Op::RaiseVarargs:
+      if (n.arg == 1) raise(pop());
+      if (n.arg == 0 && context_.handled_exception) raise(context_.handled_exception);
       unsupported("raise statement reached while tracing");
+    case Op::Reraise: {
+      ValuePtr exception = pop();
+      if (n.arg != 0) pop();  // lasti
+      raise(exception);
+    }
+    case Op::PushExcInfo: {
+      ValuePtr exception = pop();
+      push(context_.handled_exception ? context_.handled_exception
+                                      : TracedValue::constant(PyRef::borrow(Py_None)));
+      context_.handled_exception = exception;
+      push(exception);
+      return;
+    }
+    case Op::PopExcept: {
+      ValuePtr previous = pop();
+      context_.handled_exception =
+          previous->is_constant() && previous->py() == Py_None ? nullptr : previous;
+      return;
+    }
+    case Op::CheckExcMatch: {
+      ValuePtr type = pop();
+      PyRef classes = concrete_object(type);
+      PyObject* exception = top()->py();
+      if (!classes || exception == nullptr) unsupported("except with an abstract class");
+      bool matches = PyErr_GivenExceptionMatches(exception, classes.get()) != 0;
+      push(TracedValue::constant(PyRef::borrow(matches ? Py_True : Py_False)));
+      return;
+    }
     default:
       unsupported("bytecode " + std::string(frontend::op_name(n.op)) + " (" +
                   std::string(frontend::opcode_name(ins.opcode)) + ")");

@@ -71,6 +71,11 @@ class InlineFrame {
   std::vector<ValuePtr> pop_n(size_t n);  // in push order
 
   ValuePtr load_global(const std::string& name);
+  // The handler of this frame's exception table that covers the current instruction
+  // receives `exception`: the stack cut to its depth, the exception pushed, pc_ set. False
+  // when no handler covers it (the exception leaves the frame).
+  bool enter_handler(const PyRef& exception);
+  [[noreturn]] void raise(const ValuePtr& exception);
   // `import name` (fromlist None) or `from name import ...`, relative at `level`.
   ValuePtr import_name(const std::string& name, const ValuePtr& fromlist, const ValuePtr& level);
   ValuePtr const_value(int index);

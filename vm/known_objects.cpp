@@ -114,6 +114,21 @@ bool is_compiling_flag(PyObject* fn) {
          PyUnicode_CompareWithASCIIString(function->func_qualname, "is_compiling") == 0;
 }
 
+bool constructs_as_base_exception(PyObject* type) {
+  if (!PyExceptionClass_Check(type)) return false;
+  PyObject* mro = reinterpret_cast<PyTypeObject*>(type)->tp_mro;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* dict = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_dict;
+    PyObject* init = PyDict_GetItemString(dict, "__init__");  // borrowed
+    PyObject* made = PyDict_GetItemString(dict, "__new__");   // borrowed
+    if ((init != nullptr && PyFunction_Check(init)) ||
+        (made != nullptr && Py_TYPE(made) == &PyStaticMethod_Type)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool is_module(PyObject* object) {
   const KnownObjects* k = KnownObjects::get();
   return k != nullptr &&

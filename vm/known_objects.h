@@ -47,6 +47,9 @@ bool is_tensor(PyObject* object);  // borrowed
 // True for torch.compiler.is_compiling and the other functions that tell code it is being
 // compiled (torch._dynamo's included, without importing Dynamo).
 bool is_compiling_flag(PyObject* fn);  // borrowed
+// An exception class whose instances are made by BaseException's own __new__ and __init__
+// (no Python code in its MRO constructs them): making one runs nothing but C code.
+bool constructs_as_base_exception(PyObject* type);  // borrowed
 // True for nn.Module instances.
 bool is_module(PyObject* object);  // borrowed
 // An object whose identity says everything the trace may use of it (a module, class,

@@ -277,7 +277,7 @@ ValuePtr subscript(TraceContext& ctx, const ValuePtr& container, const ValuePtr&
       if (eq < 0) unsupported_from_python_error("dict key comparison");
       if (eq) return container->items[j];
     }
-    key_missing(repr_text(k.get()));  // the trace knows every key the dict has
+    key_missing(k.get());  // the trace knows every key the dict has
   }
   if (container->is(TracedValue::Kind::Object) && !is_module(container->py())) {
     // A mapping or sequence class of Python code (transformers' AttentionInterface).

@@ -552,12 +552,14 @@ class TorchBridge::RecipeBuilder {
       }
       case TracedValue::Kind::Constant:
       case TracedValue::Kind::Range:
-        r.kind = OutputRecipe::Kind::Constant;
+        r.kind = v->obj && PyExceptionInstance_Check(v->py()) ? OutputRecipe::Kind::FreshCopy
+                                                              : OutputRecipe::Kind::Constant;
         r.constant = v->obj;
         return r;
       case TracedValue::Kind::Object:
         if (v->source) return from_source(v->source);
-        r.kind = OutputRecipe::Kind::Constant;
+        r.kind = PyExceptionInstance_Check(v->py()) ? OutputRecipe::Kind::FreshCopy
+                                                    : OutputRecipe::Kind::Constant;
         r.constant = v->obj;
         return r;
       case TracedValue::Kind::Tuple:

@@ -12,18 +12,54 @@
 
 namespace dynvm::vm {
 
-void unsupported(std::string reason) { throw Unsupported{std::move(reason), "", 0}; }
+void unsupported(std::string reason) {
+  Unsupported stop;
+  stop.reason = std::move(reason);
+  throw stop;
+}
 
 void attribute_missing(const std::string& type_name, const std::string& name) {
   AttributeMissing missing;
   missing.reason = "'" + type_name + "' object has no attribute '" + name + "'";
+  missing.exception =
+      PyRef::steal(PyObject_CallFunction(PyExc_AttributeError, "s", missing.reason.c_str()));
+  if (missing.exception) {
+    PyRef attribute = PyRef::steal(PyUnicode_FromString(name.c_str()));
+    if (PyObject_SetAttrString(missing.exception.get(), "name", attribute.get()) < 0) {
+      missing.exception = PyRef();
+    }
+  }
+  if (!missing.exception) PyErr_Clear();
   throw missing;
 }
 
-void key_missing(const std::string& key_text) {
+void key_missing(PyObject* key) {
   KeyMissing missing;
-  missing.reason = "KeyError: " + key_text;
+  missing.reason = "KeyError: " + repr_text(key);
+  missing.exception = PyRef::steal(PyObject_CallOneArg(PyExc_KeyError, key));
+  if (!missing.exception) PyErr_Clear();
   throw missing;
+}
+
+void raise_python_error(const std::string& what) {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  if (type == nullptr) unsupported(what);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (traceback != nullptr && value != nullptr) PyException_SetTraceback(value, traceback);
+  PyRef exception = PyRef::steal(value);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+  Unsupported raised;
+  PyRef text = exception ? PyRef::steal(PyObject_Str(exception.get())) : PyRef();
+  if (!text) PyErr_Clear();
+  raised.reason = what + ": " +
+                  (exception ? std::string(Py_TYPE(exception.get())->tp_name) : "error") +
+                  (text && PyUnicode_Check(text.get()) && PyUnicode_GetLength(text.get()) > 0
+                       ? std::string(": ") + PyUnicode_AsUTF8(text.get())
+                       : std::string());
+  raised.exception = std::move(exception);
+  throw raised;
 }
 
 void unsupported_from_python_error(const std::string& what) {

@@ -30,6 +30,10 @@ struct Unsupported {
   // executing, and how many times execution had arrived there (loops come back).
   int root_instruction = -1;
   int root_arrival = 0;
+  // The Python exception the traced code raises here, when the trace proves it (a missing
+  // attribute or key, a pure call that raised, a raise statement): a handler of an inlined
+  // frame may catch it (InlineFrame::enter_handler); otherwise it is a graph break.
+  PyRef exception;
 };
 
 [[noreturn]] void unsupported(std::string reason);
@@ -45,7 +49,11 @@ struct AttributeMissing : Unsupported {};
 // does not hold: Mapping's `in` and get() catch it.
 struct KeyMissing : Unsupported {};
 
-[[noreturn]] void key_missing(const std::string& key_text);
+[[noreturn]] void key_missing(PyObject* key);  // borrowed
+
+// Throws Unsupported carrying the current Python error as the exception traced code raises
+// (see Unsupported::exception), and clears it.
+[[noreturn]] void raise_python_error(const std::string& what);
 
 // Throws Unsupported carrying the current Python error's text and clears it.
 [[noreturn]] void unsupported_from_python_error(const std::string& what);
@@ -59,8 +67,11 @@ class TraceContext {
   std::unique_ptr<TorchBridge> bridge;
   GuardSet guards;
   bool grad_enabled = true;  // the grad mode the traced code runs under right now
-  PyRef root_globals;        // the traced function's globals
-  PyRef builtins;            // and its builtins dict
+  // The exception an except block of an inlined frame is handling (sys.exception()), or
+  // null.
+  ValuePtr handled_exception;
+  PyRef root_globals;  // the traced function's globals
+  PyRef builtins;      // and its builtins dict
   int inline_depth = 0;
 
   // Converts a live object into a traced value, recording the guards that make the

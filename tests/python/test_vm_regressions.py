@@ -447,3 +447,86 @@ def test_compiled_code_sees_that_it_is_being_compiled():
     assert torch.equal(fn(x), x * 2)
     compiled = dynvm.compile(fn, backend="eager", fullgraph=True)
     assert torch.equal(compiled(x), (x + 1) * 2)
+
+
+class _Settings:
+    def __init__(self):
+        self.a = 2
+
+
+def _attribute_or(obj, key, default=None):
+    try:
+        return getattr(obj, key)
+    except AttributeError:
+        return default
+
+
+def _item_or_arity(d, key):
+    try:
+        return d[key]
+    except KeyError as e:
+        return len(e.args)
+
+
+def _parsed(text):
+    try:
+        return int(text)
+    except (ValueError, TypeError):
+        return -1
+
+
+class _TooBig(Exception):
+    pass
+
+
+def _checked(n):
+    if n > 3:
+        raise _TooBig("too big")
+    if n < 0:
+        raise IndexError
+    return n
+
+
+def _checked_or_zero(n):
+    try:
+        return _checked(n)
+    except (_TooBig, IndexError):
+        return 0
+    finally:
+        pass
+
+
+def test_exceptions_raised_and_caught_inside_called_functions_stay_in_the_graph():
+    # A missing attribute or key, a pure call that raises and a raise statement, each caught
+    # by an except block of a function the trace inlines: each was a graph break
+    # (transformers' config lookups: try: super().__getattribute__(key) except AttributeError).
+    def fn(x, settings):
+        d = {"a": 1}
+        return (x * _attribute_or(settings, "a") + _attribute_or(settings, "b", 5) +
+                _item_or_arity(d, "a") + _item_or_arity(d, "zz") + _parsed("12") +
+                _parsed("x1") + _checked_or_zero(2) + _checked_or_zero(7) + _checked_or_zero(-1))
+
+    x, settings = torch.ones(2), _Settings()
+    explained = dynvm.explain(fn)(x, settings)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    compiled = dynvm.compile(fn, backend="eager", fullgraph=True)
+    assert torch.equal(compiled(x, settings), fn(x, settings))
+    settings.b = 100  # the missing attribute was proved under a guard
+    assert torch.equal(compiled(x, settings), fn(x, settings))
+
+
+def test_an_exception_no_traced_handler_catches_is_raised_by_eager_code():
+    def fn(x):
+        return x + _checked(7)
+
+    with pytest.raises(_TooBig, match="too big"):
+        dynvm.compile(fn, backend="eager")(torch.ones(2))
+
+    def caught_in_the_compiled_frame(x):
+        try:
+            return x + _checked(7)
+        except _TooBig as e:
+            return x - len(str(e))
+
+    x = torch.ones(2)
+    assert torch.equal(dynvm.compile(caught_in_the_compiled_frame, backend="eager")(x), x - 7)

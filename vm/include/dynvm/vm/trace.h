@@ -55,6 +55,8 @@ struct OutputRecipe {
     Method,        // items[0] bound to items[1] (types.MethodType)
     MemoRef,       // the object rebuilt earlier for the recipe whose `memo` is `index`
     DictView,      // items[0]'s keys(), values() or items() (`constant` names the method)
+    FreshCopy,     // copy.copy(constant) per rebuild: an exception the trace made, which
+                   // every call raises as a new object (tracebacks must not pile up)
   };
   Kind kind = Kind::Constant;
   int index = -1;                   // GraphOutput: which graph output; see the kinds above
