@@ -245,6 +245,9 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       if (!n) unsupported_from_python_error("len() of a 0-d tensor");
       return from_concrete(n.get());
     }
+    if (v->is(TracedValue::Kind::Object) && v->source && !is_module(v->py())) {
+      if (ValuePtr n = call_dunder(ctx, v, "__len__", {})) return n;  // a Python __len__
+    }
     if (v->is(TracedValue::Kind::Object) && is_module(v->py())) {
       Py_ssize_t n = PyObject_Length(v->py());
       if (n < 0) unsupported_from_python_error("len()");
@@ -318,12 +321,18 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       } catch (AttributeMissing&) {
         return bool_value(false);
       } catch (Unsupported&) {
-        // Not traceable: the concrete answer below, guarded by the object's type.
+        // Not traceable: the concrete answer below, guarded by the object's type, unless the
+        // answer may change without the type changing (a slot set or unset later).
+        if (is_slot(reinterpret_cast<PyObject*>(Py_TYPE(args[0]->py())),
+                    PyUnicode_AsUTF8(attr_name.get()))) {
+          throw;
+        }
       }
     }
     if (args[0]->is(TracedValue::Kind::NewObject)) {
       std::string attr = PyUnicode_AsUTF8(attr_name.get());
       if (find_attribute(args[0], attr)) return bool_value(true);
+      if (is_slot(args[0]->class_value->py(), attr)) return bool_value(false);  // unset
       return bool_value(PyObject_HasAttr(args[0]->class_value->py(), attr_name.get()) == 1);
     }
     PyObject* target = args[0]->py();
@@ -1090,6 +1099,13 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     }
     if (is_traceable_user_class(fn)) {
       return new_object(ctx, callable, std::move(args), std::move(kwargs));
+    }
+    if (ctx.inline_depth > 0 && !(type->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+        PyType_IsSubtype(type, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)) &&
+        all_concrete(args, kwargs)) {
+      // A builtin exception (IndexError("...")), made to be raised by an inlined function
+      // (in the traced frame itself, the call is where the frame breaks, as before).
+      return call_concrete(fn, args, kwargs);
     }
     if (fn == k.size_type.get() && args.size() == 1) {
       ValuePtr t = TracedValue::tuple(iterate(ctx, args[0]));

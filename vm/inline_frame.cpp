@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "python_values.h"
 #include "trace_context.h"
 #include "user_objects.h"
 
@@ -227,6 +228,23 @@ void InlineFrame::require_mutable(const ValuePtr& container) {
   }
 }
 
+void InlineFrame::annotate(Unsupported& u) const {
+  if (u.filename.empty()) {
+    u.filename = code_->filename;
+    u.lineno = current_line();
+  }
+  if (is_root_ && u.root_instruction < 0) {
+    u.root_instruction = pc_;
+    u.root_arrival = arrivals_[static_cast<size_t>(pc_)];
+  }
+}
+
+bool InlineFrame::covered_by_handler() const {
+  const auto& instructions = code_->instructions;
+  if (pc_ < 0 || pc_ >= static_cast<int>(instructions.size())) return false;
+  return code_->handler_at(instructions[static_cast<size_t>(pc_)].offset) != nullptr;
+}
+
 ValuePtr InlineFrame::run() {
   const auto& instructions = code_->instructions;
   int executed = 0;
@@ -248,15 +266,20 @@ ValuePtr InlineFrame::run() {
       const Instruction& ins = instructions[pc_];
       jumped_ = false;
       step(ins);
+    } catch (Raised& u) {
+      annotate(u);
+      if (covered_by_handler()) throw Unsupported(u);
+      throw;
+    } catch (AttributeMissing& u) {
+      annotate(u);
+      if (covered_by_handler()) throw Unsupported(u);
+      throw;
+    } catch (KeyMissing& u) {
+      annotate(u);
+      if (covered_by_handler()) throw Unsupported(u);
+      throw;
     } catch (Unsupported& u) {
-      if (u.filename.empty()) {
-        u.filename = code_->filename;
-        u.lineno = current_line();
-      }
-      if (is_root_ && u.root_instruction < 0) {
-        u.root_instruction = pc_;
-        u.root_arrival = arrivals_[static_cast<size_t>(pc_)];
-      }
+      annotate(u);
       throw;
     }
     if (!jumped_) ++pc_;
@@ -430,7 +453,7 @@ void InlineFrame::step(const Instruction& ins) {
       ValuePtr obj = pop();
       ValuePtr value = pop();
       if (obj->is(TracedValue::Kind::NewObject) && obj->mutable_here) {
-        store_attribute(obj, code_->names.at(n.index), value);
+        set_new_object_attribute(context_, obj, code_->names.at(n.index), value);
         return;
       }
       if (context_.record_attribute_write(obj, code_->names.at(n.index), value)) return;
@@ -832,8 +855,19 @@ void InlineFrame::step(const Instruction& ins) {
     case Op::LoadAssertionError:
       push(TracedValue::object(PyRef::borrow(PyExc_AssertionError)));
       return;
-    case Op::RaiseVarargs:
+    case Op::RaiseVarargs: {
+      // `raise E` or `raise E(...)` with a concrete exception: Raised, which a caller that
+      // knows the Python code around it may catch (see trace_context.h).
+      // In the traced frame itself a plain break: CPython raises it there.
+      if (n.arg != 1 || is_root_) unsupported("raise statement reached while tracing");
+      ValuePtr exc = top();
+      PyObject* o = exc->is(TracedValue::Kind::Object) || exc->is_constant() ? exc->py() : nullptr;
+      if (o != nullptr && PyExceptionClass_Check(o)) raised(o, "");
+      if (o != nullptr && PyExceptionInstance_Check(o)) {
+        raised(reinterpret_cast<PyObject*>(Py_TYPE(o)), repr_text(o));
+      }
       unsupported("raise statement reached while tracing");
+    }
     default:
       unsupported("bytecode " + std::string(frontend::op_name(n.op)) + " (" +
                   std::string(frontend::opcode_name(ins.opcode)) + ")");

@@ -6,9 +6,11 @@
 
 #include "dynvm/frontend/decode.h"
 #include "dynvm/frontend/live_code.h"
+#include "dynvm/vm/source_resolver.h"
 #include "known_objects.h"
 #include "python_values.h"
 #include "torch_bridge.h"
+#include "user_objects.h"
 
 namespace dynvm::vm {
 
@@ -24,6 +26,14 @@ void key_missing(const std::string& key_text) {
   KeyMissing missing;
   missing.reason = "KeyError: " + key_text;
   throw missing;
+}
+
+void raised(PyObject* type, const std::string& text) {
+  Raised r;
+  r.reason = "raise statement reached while tracing: " +
+             std::string(text.empty() ? reinterpret_cast<PyTypeObject*>(type)->tp_name : text);
+  r.type = PyRef::borrow(type);
+  throw r;
 }
 
 void unsupported_from_python_error(const std::string& what) {
@@ -266,6 +276,11 @@ bool TraceContext::record_attribute_write(const ValuePtr& object, const std::str
   // Only plain instances and nn.Modules: their setattr is Python-level or generic.
   if (PyModule_Check(object->py()) || PyType_Check(object->py()) ||
       !(type->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    return false;
+  }
+  // Without a __dict__ only slots can be set (anything else raises AttributeError).
+  if (!has_instance_dict(reinterpret_cast<PyObject*>(type)) &&
+      !is_slot(reinterpret_cast<PyObject*>(type), name)) {
     return false;
   }
   side_effects.push_back(PendingSideEffect{SideEffect::Kind::SetAttr, object->source, name, value});

@@ -47,6 +47,18 @@ struct KeyMissing : Unsupported {};
 
 [[noreturn]] void key_missing(const std::string& key_text);
 
+// A `raise` the traced code executed, with the class of the exception: a caller in C++ that
+// knows what the Python code around it would do with it (Sequence.__iter__ stops at an
+// IndexError) catches it; anywhere else it is a graph break like any Unsupported (eager
+// then raises it). A frame whose exception table covers the instruction it passes through
+// turns it (and AttributeMissing, KeyMissing) into a plain Unsupported: a handler there
+// would have run first.
+struct Raised : Unsupported {
+  PyRef type;
+};
+
+[[noreturn]] void raised(PyObject* type, const std::string& text);  // type borrowed
+
 // Throws Unsupported carrying the current Python error's text and clears it.
 [[noreturn]] void unsupported_from_python_error(const std::string& what);
 
