@@ -506,6 +506,10 @@ std::vector<ValuePtr> iterate(TraceContext& ctx, const ValuePtr& value) {
       unsupported("iterating a " + value->describe());
     case TracedValue::Kind::Constant:
     case TracedValue::Kind::Range: {
+      if (value->source && PyAnySet_Check(value->py())) {
+        // Its guard compares elements, not the order they were inserted in.
+        unsupported("iterating a set the trace did not make");
+      }
       PyRef it = PyRef::steal(PyObject_GetIter(value->py()));
       if (!it) unsupported_from_python_error("iter()");
       std::vector<ValuePtr> items;

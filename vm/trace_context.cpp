@@ -133,6 +133,10 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
   } else if (is_plain_constant(object)) {
     guard(GuardKind::ConstantMatch, source, object);
     result = TracedValue::constant(PyRef::borrow(object), source);
+  } else if (PyAnySet_CheckExact(object) && is_guardable_set(object)) {
+    // A set of names, numbers or classes ('in' on a global set): equal to what it is now.
+    guard(GuardKind::ConstantMatch, source, object);
+    result = TracedValue::constant(PyRef::borrow(object), source);
   } else if (is_torch_enum(k, object)) {
     guard(GuardKind::IdMatch, source, object);
     result = TracedValue::constant(PyRef::borrow(object), source);

@@ -246,6 +246,51 @@ def test_an_index_error_caught_inside_getitem_does_not_end_the_iteration():
     assert torch.equal(got[0], expected[0]) and got[1] == expected[1] == [5, -1, -1]
 
 
+# --- 'in' on sets, id(), bound methods ------------------------------------------------
+
+
+NAMES = {"gelu", "relu"}
+FROZEN = frozenset({1, 2, 3})
+REGISTERED = set()  # classes, like transformers' registered ModelOutput types
+
+
+class Config:
+    def __init__(self):
+        self.skip = {"dropout"}
+
+
+def membership(x, act, config, allowed):
+    y = x * 2 if act in NAMES else x
+    y = y + 1 if 2 in FROZEN else y
+    y = y - 1 if "dropout" in config.skip else y
+    local = {"a", act}
+    y = y + 10 if type(config) in REGISTERED else y
+    return y * 3 if act in allowed and "a" in local else y
+
+
+def test_in_on_sets_from_globals_attributes_arguments_and_the_trace():
+    x = torch.randn(3)
+    config = Config()
+    args = (x, "gelu", config, {"gelu", "tanh"})
+    compiled = compile_eager(membership)
+    assert torch.equal(compiled(*args), membership(*args))
+    assert counts(membership, *args) == (1, 0)
+    NAMES.discard("gelu")  # a set changed in place: its guard fails, the trace redone
+    try:
+        assert torch.equal(compiled(*args), membership(*args))
+    finally:
+        NAMES.add("gelu")
+    config.skip.clear()
+    assert torch.equal(compiled(*args), membership(*args))
+    REGISTERED.add(Config)
+    try:
+        assert torch.equal(compiled(*args), membership(*args))
+    finally:
+        REGISTERED.clear()
+    args = (x, "gelu", config, {"tanh"})
+    assert torch.equal(compiled(*args), membership(*args))
+
+
 
 # --- transformers -----------------------------------------------------------------------
 
