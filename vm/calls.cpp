@@ -557,6 +557,18 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     for (const auto& i : items) out.push_back(call_value(ctx, args[0], {i}, {}));
     return TracedValue::iterator(std::move(out));
   }
+  if (name == "id" && args.size() == 1 && kwargs.empty()) {
+    // The identity of an object that existed before the call is a constant while an
+    // ID_MATCH guard holds it; one the trace made is new on every call.
+    const ValuePtr& v = args[0];
+    if (v->source && v->obj && !v->is_tensor() && !v->mutable_here &&
+        (v->is(TracedValue::Kind::Object) || v->is(TracedValue::Kind::List) ||
+         v->is(TracedValue::Kind::Dict) || v->is(TracedValue::Kind::Tuple))) {
+      ctx.guard(TraceContext::GuardKind::IdMatch, v->source, v->py());
+      return TracedValue::constant(PyRef::steal(PyLong_FromVoidPtr(v->py())));
+    }
+    unsupported("id() of a " + v->describe() + (v->source ? "" : " made by the trace"));
+  }
   if (name == "print") unsupported("print()");
   unsupported("call to builtin " + name + "()");
 }

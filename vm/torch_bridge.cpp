@@ -610,6 +610,17 @@ class TorchBridge::RecipeBuilder {
         r.constant = PyRef::steal(PyUnicode_FromString(v->view_method()));
         r.items.push_back(build(v->self_value));
         return r;
+      case TracedValue::Kind::BoundMethod:
+        // A method of a class (a function with a source) bound to an object: the object
+        // rebuilt, then types.MethodType(function, object), as reading the attribute does.
+        if (v->function && v->function->is(TracedValue::Kind::Object) && v->self_value &&
+            (for_resume_ || (v->function->source && PyFunction_Check(v->function->py())))) {
+          r.kind = OutputRecipe::Kind::Method;
+          r.items.push_back(build(v->function));
+          r.items.push_back(build(v->self_value));
+          return r;
+        }
+        break;
       default:
         break;
     }
@@ -637,14 +648,6 @@ class TorchBridge::RecipeBuilder {
           r.items.push_back(build(v->items[0]));
         }
         return r;
-      case TracedValue::Kind::BoundMethod:
-        if (v->function && v->function->is(TracedValue::Kind::Object) && v->self_value) {
-          r.kind = OutputRecipe::Kind::Method;
-          r.items.push_back(build(v->function));
-          r.items.push_back(build(v->self_value));
-          return r;
-        }
-        break;
       default:
         break;
     }

@@ -291,6 +291,57 @@ def test_in_on_sets_from_globals_attributes_arguments_and_the_trace():
     assert torch.equal(compiled(*args), membership(*args))
 
 
+class Registry:
+    def __init__(self, model):
+        self.by_id = {id(model): "main"}
+
+
+def ids(x, model, registry):
+    name = registry.by_id.get(id(model), "other")
+    return x + len(name)
+
+
+def test_id_of_an_argument_is_a_constant_under_an_identity_guard():
+    model_a, model_b = torch.nn.Linear(1, 1), torch.nn.Linear(1, 1)
+    registry = Registry(model_a)
+    x = torch.zeros(2)
+    compiled = compile_eager(ids)
+    assert torch.equal(compiled(x, model_a, registry), ids(x, model_a, registry))
+    assert torch.equal(compiled(x, model_b, registry), ids(x, model_b, registry))
+    assert counts(ids, x, model_a, registry) == (1, 0)
+
+
+def test_id_of_an_object_the_trace_made_is_a_break():
+    def fn(x):
+        return x + (id([]) > 0)
+
+    assert torch.equal(compile_eager(fn)(torch.zeros(2)), torch.ones(2))
+    assert any("id()" in r for r in reasons(fn, torch.zeros(2)))
+
+
+class Scaler:
+    def __init__(self, k):
+        self.k = k
+
+    def apply(self, x):
+        return x * self.k
+
+
+def returns_bound_methods(x, scaler):
+    return scaler.apply, Scaler(3.0).apply, x + 1
+
+
+def test_returned_bound_methods_are_rebuilt():
+    x = torch.randn(3)
+    scaler = Scaler(2.0)
+    got = compile_eager(returns_bound_methods, fullgraph=True)(x, scaler)
+    expected = returns_bound_methods(x, scaler)
+    assert got[0].__self__ is scaler and got[0].__func__ is Scaler.apply
+    assert torch.equal(got[1](x), expected[1](x)) and type(got[1].__self__) is Scaler
+    assert torch.equal(got[2], expected[2])
+    assert counts(returns_bound_methods, x, scaler) == (1, 0)
+
+
 
 # --- transformers -----------------------------------------------------------------------
 
