@@ -227,6 +227,32 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
              Py_TYPE(object) == &PyClassMethodDescr_Type || PyMethod_Check(object)) {
     guard(GuardKind::IdMatch, source, object);
     result = TracedValue::object(PyRef::borrow(object), source);
+  } else if (source && !options.opaque_live_iterators && is_sequence_iterator(object)) {
+    // A list or tuple iterator (one a break left on the stack): an Iterator over what it has
+    // yet to give, guarded item by item; what the trace takes from it is taken from the
+    // live iterator after the graph runs.
+    auto seen = iterators_.emplace(object, key);
+    if (!seen.second && seen.first->second != key) {
+      unsupported("one iterator reachable as " + seen.first->second + " and as " + key);
+    }
+    guard(GuardKind::TypeMatch, source, object);
+    read_live_iterator = true;
+    PyObject* walked = nullptr;
+    PyRef rest = PyRef::steal(iterator_rest(object, &walked));
+    if (!rest) unsupported_from_python_error("reading an iterator");
+    if (walked != nullptr) {
+      auto c = containers_.find(walked);
+      if (c != containers_.end() && c->second.value->mutable_here) {
+        unsupported("an iterator over " + c->second.key + ", which the trace mutates");
+      }
+      iterated_.emplace(walked, key);
+    }
+    ValuePtr items = wrap(rest.get(), Source::attr(source, kIteratorRest));
+    result = TracedValue::iterator(items->items);
+    result->source = source;
+    result->obj = PyRef::borrow(object);
+    side_effects.push_back(
+        PendingSideEffect{SideEffect::Kind::AdvanceIterator, source, "", result});
   } else {
     // Any other object: its type is fixed, its attributes are guarded as they are read.
     guard(GuardKind::TypeMatch, source, object);
@@ -258,6 +284,11 @@ bool TraceContext::track_mutation(const ValuePtr& container) {
   bool is_list = container->is(TracedValue::Kind::List);
   if (is_list ? !PyList_CheckExact(container->py()) : !PyDict_CheckExact(container->py())) {
     return false;  // an OrderedDict or another subclass: not replayed
+  }
+  auto walked = iterated_.find(container->py());
+  if (walked != iterated_.end()) {
+    unsupported("mutating a " + std::string(Py_TYPE(container->py())->tp_name) +
+                " that the iterator " + walked->second + " walks");
   }
   auto seen = containers_.find(container->py());
   if (seen != containers_.end() && seen->second.aliased) {

@@ -115,6 +115,10 @@ class TraceContext {
   // A value the traced code stored in obj.name earlier, or null.
   ValuePtr attribute_written(const ValuePtr& object, const std::string& name) const;
 
+  // Set when the trace read a live list or tuple iterator (wrap) as an Iterator, guarded
+  // on what it has left.
+  bool read_live_iterator = false;
+
   // The decoded code of a live code object, cached for the process.
   static std::shared_ptr<const frontend::CodeInfo> code_info(PyObject* code);  // borrowed
 
@@ -128,6 +132,10 @@ class TraceContext {
     bool aliased = false;
   };
   std::map<PyObject*, Container> containers_;
+  // Live list and tuple iterators wrapped (by the source they were read from), and the
+  // sequences they walk, which the trace then may not mutate.
+  std::map<PyObject*, std::string> iterators_;
+  std::map<PyObject*, std::string> iterated_;
 };
 
 // Python truthiness of a traced value when it is known without running code

@@ -342,6 +342,76 @@ def test_returned_bound_methods_are_rebuilt():
     assert counts(returns_bound_methods, x, scaler) == (1, 0)
 
 
+# --- live list iterators ------------------------------------------------------------------
+
+
+def consumes_after_a_break(x, items):
+    it = iter(items)
+    print("break")
+    a = next(it)
+    b = next(it)
+    return x + a + b, list(it)
+
+
+def test_a_live_list_iterator_is_traced_and_moved_on():
+    x = torch.zeros(2)
+    items = [1.0, 2.0, 3.0, 4.0]
+    compiled = compile_eager(consumes_after_a_break)
+    for _ in range(2):
+        got, expected = compiled(x, items), consumes_after_a_break(x, items)
+        assert torch.equal(got[0], expected[0]) and got[1] == expected[1] == [3.0, 4.0]
+    assert not any("list_iterator" in r for r in reasons(consumes_after_a_break, x, items))
+
+
+def loop_with_a_break(x, tensors):
+    acc = x
+    for i, t in enumerate(tensors):
+        if i == 0:
+            print("first step")
+        acc = acc + t * 2
+    return acc
+
+
+def test_a_loop_resumed_after_a_break_iterates_the_live_iterator():
+    # The break leaves the loop's iterator on the stack (rebuilt as a list iterator): the
+    # trace resumed after it unrolls what the iterator has left instead of breaking at
+    # FOR_ITER in every iteration.
+    x = torch.zeros(2)
+    tensors = [torch.ones(2), torch.full((2,), 3.0), torch.full((2,), 5.0)]
+    compiled = compile_eager(loop_with_a_break)
+    assert torch.equal(compiled(x, tensors), loop_with_a_break(x, tensors))
+    assert torch.equal(compiled(x, tensors[:2]), loop_with_a_break(x, tensors[:2]))
+    assert counts(loop_with_a_break, x, tensors) == (1, 1)  # no op before the print
+
+
+def breaks_in_every_iteration(x, tensors):
+    acc = x
+    for t in tensors:
+        print("step")
+        acc = acc + t * 2
+    return acc
+
+
+def test_a_loop_that_breaks_in_every_iteration_gives_eager_results():
+    # Unrolling the rest would break again: the iterator stays opaque (no variant per
+    # iteration left), and the results are eager's.
+    x = torch.zeros(2)
+    tensors = [torch.ones(2), torch.full((2,), 3.0), torch.full((2,), 5.0), torch.ones(2)]
+    compiled = compile_eager(breaks_in_every_iteration)
+    for n in (4, 3, 4, 2):
+        assert torch.equal(compiled(x, tensors[:n]), breaks_in_every_iteration(x, tensors[:n]))
+
+
+def test_an_iterator_argument_is_moved_on_as_far_as_the_trace_took_it():
+    def fn(x, it):
+        return x + next(it) + next(it)
+
+    it, reference = iter([1.0, 2.0, 3.0]), iter([1.0, 2.0, 3.0])
+    x = torch.zeros(2)
+    assert torch.equal(compile_eager(fn)(x, it), fn(x, reference))
+    assert list(it) == list(reference) == [3.0]
+    assert counts(fn, x, iter([1.0, 2.0, 3.0])) == (1, 0)
+
 
 # --- transformers -----------------------------------------------------------------------
 
