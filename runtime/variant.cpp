@@ -285,6 +285,20 @@ bool replay_side_effects(const std::vector<vm::SideEffect>& effects,
         PyDict_Clear(target.get());
         rc = PyDict_Update(target.get(), value.get());
         break;
+      case vm::SideEffect::Kind::AdvanceIterator: {
+        Py_ssize_t count = PyLong_AsSsize_t(value.get());
+        if (count < 0) return false;
+        for (Py_ssize_t i = 0; i < count; ++i) {
+          PyRef item = PyRef::steal(PyIter_Next(target.get()));
+          if (!item) {
+            if (!PyErr_Occurred()) {
+              PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: an iterator ran out");
+            }
+            return false;
+          }
+        }
+        break;
+      }
     }
     if (rc < 0) return false;
   }

@@ -246,6 +246,9 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       if (!n) unsupported_from_python_error("len() of a 0-d tensor");
       return from_concrete(n.get());
     }
+    if (v->is(TracedValue::Kind::Object) && v->source && !is_module(v->py())) {
+      if (ValuePtr n = call_dunder(ctx, v, "__len__", {})) return n;  // a Python __len__
+    }
     if (v->is(TracedValue::Kind::Object) && is_module(v->py())) {
       Py_ssize_t n = PyObject_Length(v->py());
       if (n < 0) unsupported_from_python_error("len()");
@@ -298,9 +301,9 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     if (args.size() == 3) {
       try {
         return load_attribute(ctx, args[0], PyUnicode_AsUTF8(attr_name.get()));
-      } catch (AttributeMissing&) {
-        return args[2];
-      } catch (Unsupported&) {
+      } catch (Unsupported& stop) {
+        if (raises(stop, PyExc_AttributeError)) return args[2];
+        if (stop.exception) throw;  // another exception the lookup raises
         PyRef base = concrete_object(args[0]);
         if (base && !PyObject_HasAttr(base.get(), attr_name.get())) return args[2];
         throw;
@@ -316,15 +319,21 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       try {
         load_attribute(ctx, args[0], PyUnicode_AsUTF8(attr_name.get()));
         return bool_value(true);
-      } catch (AttributeMissing&) {
-        return bool_value(false);
-      } catch (Unsupported&) {
-        // Not traceable: the concrete answer below, guarded by the object's type.
+      } catch (Unsupported& stop) {
+        if (raises(stop, PyExc_AttributeError)) return bool_value(false);
+        if (stop.exception) throw;  // hasattr() lets other exceptions through
+        // Not traceable: the concrete answer below, guarded by the object's type, unless the
+        // answer may change without the type changing (a slot set or unset later).
+        if (is_slot(reinterpret_cast<PyObject*>(Py_TYPE(args[0]->py())),
+                    PyUnicode_AsUTF8(attr_name.get()))) {
+          throw;
+        }
       }
     }
     if (args[0]->is(TracedValue::Kind::NewObject)) {
       std::string attr = PyUnicode_AsUTF8(attr_name.get());
       if (find_attribute(args[0], attr)) return bool_value(true);
+      if (is_slot(args[0]->class_value->py(), attr)) return bool_value(false);  // unset
       return bool_value(PyObject_HasAttr(args[0]->class_value->py(), attr_name.get()) == 1);
     }
     PyObject* target = args[0]->py();
@@ -548,6 +557,18 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     std::vector<ValuePtr> out;
     for (const auto& i : items) out.push_back(call_value(ctx, args[0], {i}, {}));
     return TracedValue::iterator(std::move(out));
+  }
+  if (name == "id" && args.size() == 1 && kwargs.empty()) {
+    // The identity of an object that existed before the call is a constant while an
+    // ID_MATCH guard holds it; one the trace made is new on every call.
+    const ValuePtr& v = args[0];
+    if (v->source && v->obj && !v->is_tensor() && !v->mutable_here &&
+        (v->is(TracedValue::Kind::Object) || v->is(TracedValue::Kind::List) ||
+         v->is(TracedValue::Kind::Dict) || v->is(TracedValue::Kind::Tuple))) {
+      ctx.guard(TraceContext::GuardKind::IdMatch, v->source, v->py());
+      return TracedValue::constant(PyRef::steal(PyLong_FromVoidPtr(v->py())));
+    }
+    unsupported("id() of a " + v->describe() + (v->source ? "" : " made by the trace"));
   }
   if (name == "print") unsupported("print()");
   if (constructs_as_base_exception(callable) && all_concrete(args, kwargs)) {
@@ -1097,6 +1118,13 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     if (is_traceable_user_class(fn)) {
       return new_object(ctx, callable, std::move(args), std::move(kwargs));
     }
+    if (ctx.inline_depth > 0 && !(type->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+        PyType_IsSubtype(type, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)) &&
+        all_concrete(args, kwargs)) {
+      // A builtin exception (IndexError("...")), made to be raised by an inlined function
+      // (in the traced frame itself, the call is where the frame breaks, as before).
+      return call_concrete(fn, args, kwargs);
+    }
     if (fn == k.size_type.get() && args.size() == 1) {
       ValuePtr t = TracedValue::tuple(iterate(ctx, args[0]));
       t->is_size = true;
@@ -1157,7 +1185,8 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     // collections.abc.Mapping.get: self[key], or the default on a KeyError.
     try {
       return subscript(ctx, args[0], args[1]);
-    } catch (KeyMissing&) {
+    } catch (Unsupported& stop) {
+      if (!raises(stop, PyExc_KeyError)) throw;
       return args.size() == 3 ? args[2] : none_value();
     }
   }

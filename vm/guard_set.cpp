@@ -175,10 +175,16 @@ Expected<size_t> GuardSet::add_duplicate_input(const SourcePtr& source, const So
 Expected<size_t> GuardSet::add_constant_match(const SourcePtr& source, PyObject* value) {
   if (!is_guardable_constant(value)) {
     return make_error("a " + type_name(Py_TYPE(value)) +
-                      " is not a constant (None, bool, int, float, str, bytes, complex or a "
-                      "tuple of those)");
+                      " is not a constant (None, bool, int, float, str, bytes, complex, a "
+                      "tuple of those, or a set of None, int, str, bytes and classes)");
   }
-  return add(GuardKind::ConstantMatch, source, ConstantMatchPayload{PyRef::borrow(value)},
+  PyRef kept = PyRef::borrow(value);
+  if (PySet_CheckExact(value)) {
+    // A set may change in place: the guard keeps a copy of what it holds now.
+    kept = PyRef::steal(PySet_New(value));
+    if (!kept) return make_error("cannot copy a set: " + take_error_text());
+  }
+  return add(GuardKind::ConstantMatch, source, ConstantMatchPayload{std::move(kept)},
              " == " + repr_text(value));
 }
 
@@ -245,7 +251,12 @@ Expected<size_t> GuardSet::add_module_attrs(const SourcePtr& module_source, PyOb
     if (!PyUnicode_CheckExact(key)) continue;
     bool by_identity = value == Py_None || PyBool_Check(value);
     if (!by_identity && !is_guardable_constant(value)) continue;  // tensors, dicts, modules
-    payload.attrs.push_back(ModuleAttr{PyRef::borrow(key), PyRef::borrow(value), by_identity});
+    PyRef kept = PyRef::borrow(value);
+    if (PySet_CheckExact(value)) {
+      kept = PyRef::steal(PySet_New(value));  // a set may change in place: a copy
+      if (!kept) return make_error("cannot copy a set: " + take_error_text());
+    }
+    payload.attrs.push_back(ModuleAttr{PyRef::borrow(key), std::move(kept), by_identity});
     detail += (payload.attrs.size() > 1 ? ", " : " ") + std::string(PyUnicode_AsUTF8(key)) + "=" +
               repr_text(value);
   }

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "python_values.h"
 #include "trace_context.h"
 #include "user_objects.h"
 
@@ -232,18 +233,13 @@ bool InlineFrame::enter_handler(const PyRef& exception) {
   const auto& instructions = code_->instructions;
   if (pc_ < 0 || pc_ >= static_cast<int>(instructions.size())) return false;
   uint32_t offset = instructions[pc_].offset;
-  for (const auto& entry : code_->exception_table) {
-    if (offset < entry.start || offset >= entry.end) continue;
-    if (entry.target_index < 0 || stack_.size() < entry.depth) return false;
-    stack_.resize(entry.depth);
-    if (entry.lasti) {
-      push(TracedValue::constant(PyRef::steal(PyLong_FromUnsignedLong(offset / 2))));
-    }
-    push(TracedValue::constant(exception));
-    pc_ = entry.target_index;
-    return true;
-  }
-  return false;
+  const frontend::ExceptionTableEntry* entry = code_->handler_at(offset);
+  if (entry == nullptr || entry->target_index < 0 || stack_.size() < entry->depth) return false;
+  stack_.resize(entry->depth);
+  if (entry->lasti) push(TracedValue::constant(PyRef::steal(PyLong_FromUnsignedLong(offset / 2))));
+  push(TracedValue::constant(exception));
+  pc_ = entry->target_index;
+  return true;
 }
 
 void InlineFrame::raise(const ValuePtr& exception) {
@@ -263,6 +259,17 @@ void InlineFrame::raise(const ValuePtr& exception) {
   raised.reason = std::string("raise ") + Py_TYPE(instance.get())->tp_name;
   raised.exception = std::move(instance);
   throw raised;
+}
+
+void InlineFrame::annotate(Unsupported& u) const {
+  if (u.filename.empty()) {
+    u.filename = code_->filename;
+    u.lineno = current_line();
+  }
+  if (is_root_ && u.root_instruction < 0) {
+    u.root_instruction = pc_;
+    u.root_arrival = arrivals_[static_cast<size_t>(pc_)];
+  }
 }
 
 ValuePtr InlineFrame::run() {
@@ -291,14 +298,7 @@ ValuePtr InlineFrame::run() {
       // not: a break inside its except block would resume there without the exception
       // CPython's thread state holds; eager runs from the raising instruction instead.
       if (u.exception && !is_root_ && enter_handler(u.exception)) continue;
-      if (u.filename.empty()) {
-        u.filename = code_->filename;
-        u.lineno = current_line();
-      }
-      if (is_root_ && u.root_instruction < 0) {
-        u.root_instruction = pc_;
-        u.root_arrival = arrivals_[static_cast<size_t>(pc_)];
-      }
+      annotate(u);
       throw;
     }
     if (!jumped_) ++pc_;
@@ -472,7 +472,7 @@ void InlineFrame::step(const Instruction& ins) {
       ValuePtr obj = pop();
       ValuePtr value = pop();
       if (obj->is(TracedValue::Kind::NewObject) && obj->mutable_here) {
-        store_attribute(obj, code_->names.at(n.index), value);
+        set_new_object_attribute(context_, obj, code_->names.at(n.index), value);
         return;
       }
       if (context_.record_attribute_write(obj, code_->names.at(n.index), value)) return;

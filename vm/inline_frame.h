@@ -58,6 +58,8 @@ class InlineFrame {
   const GlobalsScope& scope() const { return scope_; }
   // The source line of the instruction being executed.
   int current_line() const;
+  // Fills the place of an Unsupported raised while this frame executes its instruction.
+  void annotate(Unsupported& u) const;
 
  private:
   void step(const frontend::Instruction& ins);

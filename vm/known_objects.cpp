@@ -72,6 +72,7 @@ KnownObjects* load() {
   if (!collections_abc) return nullptr;
   k->mapping_contains = attr(collections_abc.get(), "Mapping.__contains__");
   k->mapping_get = attr(collections_abc.get(), "Mapping.get");
+  k->sequence_iter = attr(collections_abc.get(), "Sequence.__iter__");
   if (k->tracing) {
     k->grad_mode_exit_type = PyRef::steal(PyObject_GetAttrString(k->tracing.get(), "GradModeExit"));
   }

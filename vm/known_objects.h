@@ -34,6 +34,7 @@ struct KnownObjects {
   PyRef object_getattribute;  // object.__getattribute__ (a slot wrapper)
   PyRef mapping_contains;     // collections.abc.Mapping.__contains__ (try: self[key] ...)
   PyRef mapping_get;          // collections.abc.Mapping.get (likewise)
+  PyRef sequence_iter;        // collections.abc.Sequence.__iter__ (self[i] until IndexError)
   PyRef builtins;             // the builtins module's dict
   PyRef tracing;              // dynvm._tracing
   PyRef grad_mode_exit_type;  // dynvm._tracing.GradModeExit (rebuilt `with` exits)

@@ -1,6 +1,7 @@
 // The operators of the language over traced values: arithmetic, comparisons,
 // subscripts, membership and iteration. Tensor operands go to the bridge; concrete
 // operands are computed by CPython itself so the semantics are exactly Python's.
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -351,7 +352,13 @@ void store_subscript(TraceContext& ctx, const ValuePtr& container, const ValuePt
 }
 
 bool contains(TraceContext& ctx, const ValuePtr& item, const ValuePtr& container) {
-  (void)ctx;
+  if (container->is(TracedValue::Kind::NewObject)) {
+    // The class's own __contains__ (collections.abc.Sequence's iterates).
+    if (ValuePtr found = call_dunder(ctx, container, "__contains__", {item})) {
+      return truthiness(found);
+    }
+    unsupported("'in' on a " + container->describe());
+  }
   if (container->is_tensor() || item->is_tensor()) {
     unsupported("'in' with a tensor (data-dependent)");
   }
@@ -389,7 +396,8 @@ bool contains(TraceContext& ctx, const ValuePtr& item, const ValuePtr& container
       try {
         subscript(ctx, container, item);
         return true;
-      } catch (KeyMissing&) {
+      } catch (Unsupported& stop) {
+        if (!raises(stop, PyExc_KeyError)) throw;
         return false;
       }
     }
@@ -404,6 +412,48 @@ bool contains(TraceContext& ctx, const ValuePtr& item, const ValuePtr& container
   return r == 1;
 }
 
+namespace {
+
+// iter(obj) for an instance of a Python class (made by the trace, or with a source): its
+// class's own __iter__, traced; collections.abc.Sequence's as the loop it is, self[i] until
+// an IndexError. Null when the class has no Python __iter__.
+std::unique_ptr<std::vector<ValuePtr>> iterate_instance(TraceContext& ctx, const ValuePtr& value) {
+  PyObject* type = value->is(TracedValue::Kind::NewObject)
+                       ? value->class_value->py()
+                       : reinterpret_cast<PyObject*>(Py_TYPE(value->py()));
+  PyRef name = PyRef::steal(PyUnicode_InternFromString("__iter__"));
+  PyObject* own = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(type), name.get());  // borrowed
+  if (own == nullptr || !PyFunction_Check(own)) return nullptr;
+  auto items = std::make_unique<std::vector<ValuePtr>>();
+  if (own == known().sequence_iter.get()) {
+    if (value->is(TracedValue::Kind::Object)) {
+      ctx.guard(TraceContext::GuardKind::TypeMatch, value->source, value->py());
+    }
+    for (long long i = 0;; ++i) {
+      if (i > 100000) unsupported("iterating a very long sequence");
+      try {
+        items->push_back(
+            subscript(ctx, value, TracedValue::constant(PyRef::steal(PyLong_FromLongLong(i)))));
+      } catch (Unsupported& stop) {
+        if (!stop.exception ||
+            !PyErr_GivenExceptionMatches(stop.exception.get(), PyExc_IndexError)) {
+          throw;
+        }
+        return items;
+      }
+    }
+  }
+  ValuePtr it = call_dunder(ctx, value, "__iter__", {});
+  if (!it) return nullptr;
+  if (!it->is(TracedValue::Kind::Iterator)) {
+    unsupported("__iter__ of a " + value->describe() + " returned a " + it->describe());
+  }
+  *items = iterate(ctx, it);
+  return items;
+}
+
+}  // namespace
+
 std::vector<ValuePtr> iterate(TraceContext& ctx, const ValuePtr& value) {
   switch (value->kind) {
     case TracedValue::Kind::Tuple:
@@ -414,8 +464,7 @@ std::vector<ValuePtr> iterate(TraceContext& ctx, const ValuePtr& value) {
     case TracedValue::Kind::DictView:
       return value->view_items();
     case TracedValue::Kind::NewObject: {
-      ValuePtr it = call_dunder(ctx, value, "__iter__", {});
-      if (it) return iterate(ctx, it);
+      if (auto items = iterate_instance(ctx, value)) return std::move(*items);
       ValuePtr len = call_dunder(ctx, value, "__len__", {});
       if (!len || !len->is_constant()) unsupported("iterating a " + value->describe());
       std::vector<ValuePtr> items;
@@ -455,10 +504,16 @@ std::vector<ValuePtr> iterate(TraceContext& ctx, const ValuePtr& value) {
             is_module_container(value->py(), k.module_list_type)) {
           return module_children(ctx, value);
         }
+      } else if (value->source && !PyType_Check(value->py()) && !PyModule_Check(value->py())) {
+        if (auto items = iterate_instance(ctx, value)) return std::move(*items);
       }
       unsupported("iterating a " + value->describe());
     case TracedValue::Kind::Constant:
     case TracedValue::Kind::Range: {
+      if (value->source && PyAnySet_Check(value->py())) {
+        // Its guard compares elements, not the order they were inserted in.
+        unsupported("iterating a set the trace did not make");
+      }
       PyRef it = PyRef::steal(PyObject_GetIter(value->py()));
       if (!it) unsupported_from_python_error("iter()");
       std::vector<ValuePtr> items;

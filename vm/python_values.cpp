@@ -128,6 +128,7 @@ bool is_guardable_constant(PyObject* value) {
       PyComplex_CheckExact(value)) {
     return true;
   }
+  if (PyAnySet_CheckExact(value)) return is_guardable_set(value);
   if (!PyTuple_CheckExact(value)) return false;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); ++i) {
     if (!is_guardable_constant(PyTuple_GET_ITEM(value, i))) return false;
@@ -135,9 +136,46 @@ bool is_guardable_constant(PyObject* value) {
   return true;
 }
 
+bool is_guardable_set(PyObject* value) {
+  if (!PyAnySet_CheckExact(value)) return false;
+  // Elements that are equal only when they are the same value of the same type (no bool
+  // beside int, no float), so that equal sets answer every question alike.
+  Py_ssize_t pos = 0;
+  PyObject* key;
+  Py_hash_t hash;
+  while (_PySet_NextEntry(value, &pos, &key, &hash)) {  // borrowed
+    if (key == Py_None || PyLong_CheckExact(key) || PyUnicode_CheckExact(key) ||
+        PyBytes_CheckExact(key)) {
+      continue;
+    }
+    // A class whose metaclass compares and hashes as type does: by identity, no Python code.
+    if (PyType_Check(key) && Py_TYPE(key)->tp_richcompare == PyType_Type.tp_richcompare &&
+        Py_TYPE(key)->tp_hash == PyType_Type.tp_hash) {
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
 bool constant_matches(PyObject* value, PyObject* constant) {
   PyTypeObject* type = Py_TYPE(constant);
   if (Py_TYPE(value) != type) return false;
+  if (type == &PySet_Type || type == &PyFrozenSet_Type) {
+    // `constant` is a copy (GuardSet keeps one): the same elements, none of another type.
+    if (PySet_GET_SIZE(value) != PySet_GET_SIZE(constant) || !is_guardable_set(value)) {
+      return false;
+    }
+    Py_ssize_t pos = 0;
+    PyObject* key;
+    Py_hash_t hash;
+    while (_PySet_NextEntry(value, &pos, &key, &hash)) {  // borrowed
+      int in = PySet_Contains(constant, key);
+      if (in < 0) PyErr_Clear();
+      if (in != 1) return false;
+    }
+    return true;
+  }
   if (type == &PyFloat_Type) {
     return same_double(PyFloat_AS_DOUBLE(value), PyFloat_AS_DOUBLE(constant));
   }

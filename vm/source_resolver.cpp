@@ -42,6 +42,53 @@ PyObject* dict_item(PyObject* dict, PyObject* key) {
 
 }  // namespace
 
+bool is_sequence_iterator(PyObject* object) {
+  static PyTypeObject* list_iterator = nullptr;
+  static PyTypeObject* tuple_iterator = nullptr;
+  if (list_iterator == nullptr) {
+    PyRef list = PyRef::steal(PyList_New(0));
+    PyRef tuple = PyRef::steal(PyTuple_New(0));
+    PyRef a = PyRef::steal(PyObject_GetIter(list.get()));
+    PyRef b = PyRef::steal(PyObject_GetIter(tuple.get()));
+    if (!a || !b) {
+      PyErr_Clear();
+      return false;
+    }
+    list_iterator = Py_TYPE(a.get());  // static types: never freed
+    tuple_iterator = Py_TYPE(b.get());
+  }
+  return Py_TYPE(object) == list_iterator || Py_TYPE(object) == tuple_iterator;
+}
+
+PyObject* iterator_rest(PyObject* iterator, PyObject** sequence) {
+  if (sequence != nullptr) *sequence = nullptr;
+  if (!is_sequence_iterator(iterator)) {
+    PyErr_SetString(PyExc_TypeError, "not a list or tuple iterator");
+    return nullptr;
+  }
+  // (iter, (sequence,), index) while it has a sequence; (iter, (empty,)) once exhausted.
+  PyRef reduced = PyRef::steal(PyObject_CallMethod(iterator, "__reduce__", nullptr));
+  if (!reduced) return nullptr;
+  if (!PyTuple_Check(reduced.get()) || PyTuple_GET_SIZE(reduced.get()) < 2 ||
+      !PyTuple_Check(PyTuple_GET_ITEM(reduced.get(), 1)) ||
+      PyTuple_GET_SIZE(PyTuple_GET_ITEM(reduced.get(), 1)) != 1) {
+    PyErr_SetString(PyExc_TypeError, "an iterator's __reduce__ of an unknown form");
+    return nullptr;
+  }
+  PyObject* walked = PyTuple_GET_ITEM(PyTuple_GET_ITEM(reduced.get(), 1), 0);  // borrowed
+  Py_ssize_t index = 0;
+  if (PyTuple_GET_SIZE(reduced.get()) >= 3) {
+    if (sequence != nullptr) *sequence = walked;  // held by the iterator itself
+    index = PyLong_AsSsize_t(PyTuple_GET_ITEM(reduced.get(), 2));
+    if (index < 0 && PyErr_Occurred()) return nullptr;
+  }
+  PyRef items = PyRef::steal(PySequence_Tuple(walked));
+  if (!items) return nullptr;
+  Py_ssize_t size = PyTuple_GET_SIZE(items.get());
+  if (index > size) index = size;
+  return PyTuple_GetSlice(items.get(), index, size);
+}
+
 int SourceTable::intern(const SourcePtr& source) {
   if (!source) return -1;
   std::string text = source->to_string();
@@ -73,6 +120,7 @@ int SourceTable::intern(const SourcePtr& source) {
       if (!entry.key) break;
       entry.is_dict_attr = kind == Source::Kind::Attr && source->name() == "__dict__";
       entry.is_class_attr = kind == Source::Kind::Attr && source->name() == "__class__";
+      entry.is_iterator_rest = kind == Source::Kind::Attr && source->name() == kIteratorRest;
       break;
     case Source::Kind::ModuleParam:
     case Source::Kind::ModuleBuffer:
@@ -179,6 +227,7 @@ PyObject* read_source_entry(const SourceTable::Entry& entry, PyObject* base,
         if (dict != nullptr) return Py_NewRef(dict);
       }
       if (entry.is_class_attr) return Py_NewRef(reinterpret_cast<PyObject*>(Py_TYPE(base)));
+      if (entry.is_iterator_rest) return iterator_rest(base);
       return PyObject_GetAttr(base, entry.key.get());  // new
     case Source::Kind::ModuleParam:
     case Source::Kind::ModuleBuffer:

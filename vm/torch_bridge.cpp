@@ -612,6 +612,17 @@ class TorchBridge::RecipeBuilder {
         r.constant = PyRef::steal(PyUnicode_FromString(v->view_method()));
         r.items.push_back(build(v->self_value));
         return r;
+      case TracedValue::Kind::BoundMethod:
+        // A method of a class (a function with a source) bound to an object: the object
+        // rebuilt, then types.MethodType(function, object), as reading the attribute does.
+        if (v->function && v->function->is(TracedValue::Kind::Object) && v->self_value &&
+            (for_resume_ || (v->function->source && PyFunction_Check(v->function->py())))) {
+          r.kind = OutputRecipe::Kind::Method;
+          r.items.push_back(build(v->function));
+          r.items.push_back(build(v->self_value));
+          return r;
+        }
+        break;
       default:
         break;
     }
@@ -621,6 +632,8 @@ class TorchBridge::RecipeBuilder {
         r.kind = OutputRecipe::Kind::Null;
         return r;
       case TracedValue::Kind::Iterator:
+        // A live iterator is itself, moved on by its AdvanceIterator side effect.
+        if (v->source && v->obj) return from_source(v->source);
         r.kind = OutputRecipe::Kind::Iterator;
         for (size_t i = v->position; i < v->items.size(); ++i)
           r.items.push_back(build(v->items[i]));
@@ -639,14 +652,6 @@ class TorchBridge::RecipeBuilder {
           r.items.push_back(build(v->items[0]));
         }
         return r;
-      case TracedValue::Kind::BoundMethod:
-        if (v->function && v->function->is(TracedValue::Kind::Object) && v->self_value) {
-          r.kind = OutputRecipe::Kind::Method;
-          r.items.push_back(build(v->function));
-          r.items.push_back(build(v->self_value));
-          return r;
-        }
-        break;
       default:
         break;
     }
@@ -660,14 +665,28 @@ class TorchBridge::RecipeBuilder {
   std::map<const TracedValue*, int> memo_;
 };
 
+namespace {
+
+// How many items the trace took from a live iterator (an Iterator with a source).
+OutputRecipe consumed(const ValuePtr& iterator) {
+  OutputRecipe r;
+  r.kind = OutputRecipe::Kind::Constant;
+  r.constant = PyRef::steal(PyLong_FromSize_t(iterator->position));
+  return r;
+}
+
+}  // namespace
+
 OutputRecipe TorchBridge::output_recipe(const ValuePtr& value,
                                         const std::vector<TraceContext::PendingSideEffect>& pending,
                                         std::vector<SideEffect>* side_effects) {
   RecipeBuilder builder(*this, false);
   OutputRecipe recipe = builder.build(value);
   for (const auto& effect : pending) {
-    side_effects->push_back(
-        SideEffect{effect.kind, effect.target, effect.name, builder.build(effect.value)});
+    side_effects->push_back(SideEffect{effect.kind, effect.target, effect.name,
+                                       effect.kind == SideEffect::Kind::AdvanceIterator
+                                           ? consumed(effect.value)
+                                           : builder.build(effect.value)});
   }
   return recipe;
 }
@@ -681,6 +700,11 @@ void TorchBridge::resume_recipes(const std::vector<ValuePtr>& locals,
   // Side effects first: they run before the frame is rebuilt, and may create the objects
   // (kept for identity) that the frame's values then refer to.
   for (const auto& effect : pending) {
+    if (effect.kind == SideEffect::Kind::AdvanceIterator) {
+      side_effects->push_back(
+          SideEffect{effect.kind, effect.target, effect.name, consumed(effect.value)});
+      continue;
+    }
     bool replace = effect.kind != SideEffect::Kind::SetAttr;
     side_effects->push_back(
         SideEffect{effect.kind, effect.target, effect.name,

@@ -6,9 +6,11 @@
 
 #include "dynvm/frontend/decode.h"
 #include "dynvm/frontend/live_code.h"
+#include "dynvm/vm/source_resolver.h"
 #include "known_objects.h"
 #include "python_values.h"
 #include "torch_bridge.h"
+#include "user_objects.h"
 
 namespace dynvm::vm {
 
@@ -39,6 +41,10 @@ void key_missing(PyObject* key) {
   missing.exception = PyRef::steal(PyObject_CallOneArg(PyExc_KeyError, key));
   if (!missing.exception) PyErr_Clear();
   throw missing;
+}
+
+bool raises(const Unsupported& stop, PyObject* type) {
+  return stop.exception && PyErr_GivenExceptionMatches(stop.exception.get(), type) != 0;
 }
 
 void raise_python_error(const std::string& what) {
@@ -159,6 +165,10 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
   } else if (is_plain_constant(object)) {
     guard(GuardKind::ConstantMatch, source, object);
     result = TracedValue::constant(PyRef::borrow(object), source);
+  } else if (PyAnySet_CheckExact(object) && is_guardable_set(object)) {
+    // A set of names, numbers or classes ('in' on a global set): equal to what it is now.
+    guard(GuardKind::ConstantMatch, source, object);
+    result = TracedValue::constant(PyRef::borrow(object), source);
   } else if (is_torch_enum(k, object)) {
     guard(GuardKind::IdMatch, source, object);
     result = TracedValue::constant(PyRef::borrow(object), source);
@@ -249,6 +259,32 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
              Py_TYPE(object) == &PyClassMethodDescr_Type || PyMethod_Check(object)) {
     guard(GuardKind::IdMatch, source, object);
     result = TracedValue::object(PyRef::borrow(object), source);
+  } else if (source && !options.opaque_live_iterators && is_sequence_iterator(object)) {
+    // A list or tuple iterator (one a break left on the stack): an Iterator over what it has
+    // yet to give, guarded item by item; what the trace takes from it is taken from the
+    // live iterator after the graph runs.
+    auto seen = iterators_.emplace(object, key);
+    if (!seen.second && seen.first->second != key) {
+      unsupported("one iterator reachable as " + seen.first->second + " and as " + key);
+    }
+    guard(GuardKind::TypeMatch, source, object);
+    read_live_iterator = true;
+    PyObject* walked = nullptr;
+    PyRef rest = PyRef::steal(iterator_rest(object, &walked));
+    if (!rest) unsupported_from_python_error("reading an iterator");
+    if (walked != nullptr) {
+      auto c = containers_.find(walked);
+      if (c != containers_.end() && c->second.value->mutable_here) {
+        unsupported("an iterator over " + c->second.key + ", which the trace mutates");
+      }
+      iterated_.emplace(walked, key);
+    }
+    ValuePtr items = wrap(rest.get(), Source::attr(source, kIteratorRest));
+    result = TracedValue::iterator(items->items);
+    result->source = source;
+    result->obj = PyRef::borrow(object);
+    side_effects.push_back(
+        PendingSideEffect{SideEffect::Kind::AdvanceIterator, source, "", result});
   } else {
     // Any other object: its type is fixed, its attributes are guarded as they are read.
     guard(GuardKind::TypeMatch, source, object);
@@ -281,6 +317,11 @@ bool TraceContext::track_mutation(const ValuePtr& container) {
   if (is_list ? !PyList_CheckExact(container->py()) : !PyDict_CheckExact(container->py())) {
     return false;  // an OrderedDict or another subclass: not replayed
   }
+  auto walked = iterated_.find(container->py());
+  if (walked != iterated_.end()) {
+    unsupported("mutating a " + std::string(Py_TYPE(container->py())->tp_name) +
+                " that the iterator " + walked->second + " walks");
+  }
   auto seen = containers_.find(container->py());
   if (seen != containers_.end() && seen->second.aliased) {
     unsupported("one " + std::string(Py_TYPE(container->py())->tp_name) + " reachable as " +
@@ -302,6 +343,11 @@ bool TraceContext::record_attribute_write(const ValuePtr& object, const std::str
   // Only plain instances and nn.Modules: their setattr is Python-level or generic.
   if (PyModule_Check(object->py()) || PyType_Check(object->py()) ||
       !(type->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    return false;
+  }
+  // Without a __dict__ only slots can be set (anything else raises AttributeError).
+  if (!has_instance_dict(reinterpret_cast<PyObject*>(type)) &&
+      !is_slot(reinterpret_cast<PyObject*>(type), name)) {
     return false;
   }
   side_effects.push_back(PendingSideEffect{SideEffect::Kind::SetAttr, object->source, name, value});

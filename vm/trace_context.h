@@ -51,6 +51,9 @@ struct KeyMissing : Unsupported {};
 
 [[noreturn]] void key_missing(PyObject* key);  // borrowed
 
+// Whether `stop` is the Python exception `type` (or a subclass), raised by the traced code.
+bool raises(const Unsupported& stop, PyObject* type);  // type borrowed
+
 // Throws Unsupported carrying the current Python error as the exception traced code raises
 // (see Unsupported::exception), and clears it.
 [[noreturn]] void raise_python_error(const std::string& what);
@@ -114,6 +117,10 @@ class TraceContext {
   // A value the traced code stored in obj.name earlier, or null.
   ValuePtr attribute_written(const ValuePtr& object, const std::string& name) const;
 
+  // Set when the trace read a live list or tuple iterator (wrap) as an Iterator, guarded
+  // on what it has left.
+  bool read_live_iterator = false;
+
   // The decoded code of a live code object, cached for the process.
   static std::shared_ptr<const frontend::CodeInfo> code_info(PyObject* code);  // borrowed
 
@@ -127,6 +134,10 @@ class TraceContext {
     bool aliased = false;
   };
   std::map<PyObject*, Container> containers_;
+  // Live list and tuple iterators wrapped (by the source they were read from), and the
+  // sequences they walk, which the trace then may not mutate.
+  std::map<PyObject*, std::string> iterators_;
+  std::map<PyObject*, std::string> iterated_;
 };
 
 // Python truthiness of a traced value when it is known without running code

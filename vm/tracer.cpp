@@ -17,6 +17,7 @@ struct Attempt {
   Trace trace;
   int root_instruction = -1;  // at a break: the traced frame's instruction
   int root_arrival = 0;
+  bool live_iterators = false;  // the trace read a live list or tuple iterator
 };
 
 std::vector<int> free_slots(const frontend::CodeInfo& code) {
@@ -115,6 +116,7 @@ Attempt attempt(const FrameStart& start, const TraceOptions& options, InlineFram
     trace.graph = std::move(ctx.bridge->graph());
     trace.inputs = std::move(ctx.bridge->inputs());
     trace.guards = std::move(ctx.guards);
+    out.live_iterators = ctx.read_live_iterator;
   } catch (const Unsupported& u) {
     trace.graph_break = GraphBreakInfo{u.reason, u.filename, u.lineno};
     trace.resume.reset();
@@ -122,6 +124,7 @@ Attempt attempt(const FrameStart& start, const TraceOptions& options, InlineFram
     out.root_instruction = u.root_instruction;
     out.root_arrival = u.root_arrival;
     if (context) trace.guards = std::move(context->guards);  // the path that led to it
+    if (context) out.live_iterators = context->read_live_iterator;
   }
   PyErr_Clear();
   return out;
@@ -131,6 +134,14 @@ Attempt attempt(const FrameStart& start, const TraceOptions& options, InlineFram
 
 Trace trace_frame(const FrameStart& start, const TraceOptions& options) {
   Attempt first = attempt(start, options, {});
+  if (first.trace.graph_break && first.live_iterators && !options.opaque_live_iterators) {
+    // A trace resumed inside a loop (its iterator left on the stack) breaks again: guarded
+    // on what the iterator has left, it would make one variant per iteration; the
+    // iterator stays opaque instead, and the variant of each resume point serves them all.
+    TraceOptions opaque = options;
+    opaque.opaque_live_iterators = true;
+    return trace_frame(start, opaque);
+  }
   if (!first.trace.graph_break || first.root_instruction < 0) return std::move(first.trace);
   // Trace again, stopping before the instruction of the traced frame that broke (for a
   // call, before the instructions that prepare it), so the graph holds only what comes

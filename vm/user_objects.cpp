@@ -33,7 +33,11 @@ bool is_traceable_user_class(PyObject* type) {
   if (!PyType_Check(type)) return false;
   auto* t = reinterpret_cast<PyTypeObject*>(type);
   if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
-  if (Py_TYPE(type) != &PyType_Type) return false;  // a metaclass may do anything
+  // A metaclass may do anything when the class is called, unless it leaves that to type's
+  // own __call__ (abc.ABCMeta: collections.abc bases, ABC).
+  if (Py_TYPE(type) != &PyType_Type && Py_TYPE(type)->tp_call != PyType_Type.tp_call) return false;
+  // object.__new__ refuses a class with abstract methods.
+  if (t->tp_flags & Py_TPFLAGS_IS_ABSTRACT) return false;
   if (t->tp_new != PyBaseObject_Type.tp_new) return false;
   if (PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(PyExc_BaseException))) return false;
   if (t->tp_itemsize != 0) return false;
@@ -44,6 +48,16 @@ bool is_traceable_user_class(PyObject* type) {
     if (base != &PyBaseObject_Type && !(base->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
   }
   return !is_module(type);
+}
+
+bool has_instance_dict(PyObject* type) {
+  auto* t = reinterpret_cast<PyTypeObject*>(type);
+  return t->tp_dictoffset != 0 || (t->tp_flags & Py_TPFLAGS_MANAGED_DICT) != 0;
+}
+
+bool is_slot(PyObject* type, const std::string& name) {
+  PyObject* found = lookup_type_attr(type, name);
+  return found != nullptr && Py_TYPE(found) == &PyMemberDescr_Type;
 }
 
 ValuePtr new_object(TraceContext& ctx, const ValuePtr& class_value, std::vector<ValuePtr> args,
@@ -117,7 +131,14 @@ ValuePtr class_attribute(TraceContext& ctx, const ValuePtr& self, const ValuePtr
 
 ValuePtr new_object_attribute(TraceContext& ctx, const ValuePtr& object, const std::string& name) {
   // Data descriptors (properties) on the class come first, then the instance's attributes.
-  PyObject* on_class = lookup_type_attr(object->class_value->py(), name);
+  PyObject* type = object->class_value->py();
+  PyObject* on_class = lookup_type_attr(type, name);
+  if (on_class != nullptr && Py_TYPE(on_class) == &PyMemberDescr_Type) {
+    // A slot (__slots__): set or not, as the trace knows; unset, an AttributeError.
+    if (ValuePtr v = find_attribute(object, name)) return v;
+    if (lookup_type_attr(type, "__getattr__") != nullptr) unsupported("unset slot " + name);
+    attribute_missing(reinterpret_cast<PyTypeObject*>(type)->tp_name, name);
+  }
   if (on_class == nullptr || !PyObject_TypeCheck(on_class, &PyProperty_Type)) {
     if (ValuePtr v = find_attribute(object, name)) return v;
   }
@@ -125,6 +146,40 @@ ValuePtr new_object_attribute(TraceContext& ctx, const ValuePtr& object, const s
   ValuePtr v = class_attribute(ctx, object, object->class_value, name);
   if (!v) unsupported("'" + object->describe() + "' has no attribute '" + name + "'");
   return v;
+}
+
+void set_new_object_attribute(TraceContext& ctx, const ValuePtr& object, const std::string& name,
+                              const ValuePtr& value) {
+  PyObject* type = object->class_value->py();
+  PyObject* setattr = lookup_type_attr(type, "__setattr__");
+  PyObject* generic_setattr =
+      lookup_type_attr(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__setattr__");
+  if (setattr != generic_setattr) unsupported("assignment through a class's own __setattr__");
+  PyObject* on_class = lookup_type_attr(type, name);
+  if (on_class != nullptr && PyObject_TypeCheck(on_class, &PyProperty_Type)) {
+    PyRef fset = PyRef::steal(PyObject_GetAttrString(on_class, "fset"));
+    if (!fset || !PyFunction_Check(fset.get())) {
+      PyErr_Clear();
+      unsupported("assignment to the property " + name);
+    }
+    SourcePtr src = Source::attr(Source::attr(object->class_value->source, name), "fset");
+    inline_function(ctx, ctx.wrap(fset.get(), src), {object, value}, {});
+    return;
+  }
+  if (on_class != nullptr && Py_TYPE(on_class) == &PyMemberDescr_Type) {
+    store_attribute(object, name, value);  // a slot
+    return;
+  }
+  if (on_class != nullptr && Py_TYPE(on_class)->tp_descr_set != nullptr) {
+    unsupported("assignment to the data descriptor " + name);
+  }
+  // Without a __dict__ (every class of the MRO has __slots__), only slots can be set: Python
+  // raises AttributeError, which eager execution then does.
+  if (!has_instance_dict(type)) {
+    unsupported("AttributeError: '" + std::string(reinterpret_cast<PyTypeObject*>(type)->tp_name) +
+                "' object has no attribute '" + name + "'");
+  }
+  store_attribute(object, name, value);
 }
 
 ValuePtr call_dunder(TraceContext& ctx, const ValuePtr& object, const std::string& name,

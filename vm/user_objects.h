@@ -17,6 +17,14 @@ ValuePtr new_object(TraceContext& ctx, const ValuePtr& class_value, std::vector<
 // The instance attribute `name` of a NewObject, or null.
 ValuePtr find_attribute(const ValuePtr& object, const std::string& name);
 void store_attribute(const ValuePtr& object, const std::string& name, const ValuePtr& value);
+// obj.name = value for a NewObject as Python does it: a property's setter, a slot, or an
+// instance attribute (Unsupported where Python raises or runs code the VM does not model).
+void set_new_object_attribute(TraceContext& ctx, const ValuePtr& object, const std::string& name,
+                              const ValuePtr& value);
+// Whether instances of a class have a __dict__ (not every class of its MRO has __slots__).
+bool has_instance_dict(PyObject* type);  // borrowed
+// Whether `name` is a slot (a member descriptor from __slots__) of a class.
+bool is_slot(PyObject* type, const std::string& name);  // borrowed
 // del obj.name for a NewObject; false when it has no such instance attribute.
 bool delete_attribute(const ValuePtr& object, const std::string& name);
 // obj.name for a NewObject: properties, instance attributes, then class attributes.

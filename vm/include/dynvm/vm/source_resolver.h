@@ -49,6 +49,9 @@ class SourceTable {
     // Attr "__class__": read as type(base), the class the trace looked attributes up on; a
     // class's own __getattribute__ never runs inside a guard (it may be traced code itself).
     bool is_class_attr = false;
+    // Attr "__dynvm_rest__" of a list or tuple iterator: a tuple of the items it has yet to
+    // give (read through __reduce__; the iterator does not move).
+    bool is_iterator_rest = false;
   };
 
   SourceTable() = default;
@@ -121,6 +124,16 @@ class SourceResolver {
 // GIL held. Reads one entry of a table whose base (nullptr for a root) is already resolved:
 // a new reference, or nullptr, possibly with a Python error set, when it cannot be read. The
 // one definition of what reading a source means, shared by the resolver and by compiled guards.
+// The pseudo-attribute that reads what a list or tuple iterator has yet to give.
+inline constexpr const char* kIteratorRest = "__dynvm_rest__";
+// New reference: a tuple of the items a list_iterator or tuple_iterator (borrowed) has yet
+// to give, without moving it; nullptr with a Python error for anything else. `sequence`,
+// when given, receives the list or tuple it walks (borrowed: the iterator holds it; null
+// once exhausted).
+PyObject* iterator_rest(PyObject* iterator, PyObject** sequence = nullptr);
+// Whether `object` (borrowed) is exactly a list_iterator or tuple_iterator.
+bool is_sequence_iterator(PyObject* object);
+
 PyObject* read_source_entry(const SourceTable::Entry& entry, PyObject* base,
                             const FrameInputs& inputs);
 

@@ -27,6 +27,10 @@ struct TraceOptions {
   // type only), so any use of their value is a graph break computed eagerly instead of
   // a constant baked into the graph.
   std::set<std::string> dynamic_sources;
+  // Live list and tuple iterators (a loop's, left on the stack by a break) stay opaque
+  // objects, FOR_ITER on one a break: set when a trace that read one broke again, which
+  // guarded on what it had left would make one variant per iteration.
+  bool opaque_live_iterators = false;
 };
 
 // Where a graph input comes from on each call.
@@ -71,9 +75,10 @@ struct OutputRecipe {
 // on the real object after the graph has run.
 struct SideEffect {
   enum class Kind : uint8_t {
-    SetAttr,      // setattr(target, name, value)
-    ReplaceList,  // target[:] = value (a List recipe)
-    ReplaceDict,  // target.clear(); target.update(value) (a Dict recipe)
+    SetAttr,          // setattr(target, name, value)
+    ReplaceList,      // target[:] = value (a List recipe)
+    ReplaceDict,      // target.clear(); target.update(value) (a Dict recipe)
+    AdvanceIterator,  // next(target) value times (a Constant int): what the trace consumed
   };
   Kind kind = Kind::SetAttr;
   SourcePtr target;
