@@ -162,6 +162,10 @@ void set_grad_mode(bool enabled) {
 // from `start`. Sets an error (and returns nullptr with *failed) under fullgraph.
 Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int start,
                        const CompileOptions& options, GlueValues* checked, bool* failed) {
+  // Guards re-read attributes, which may run Python code (a class's own __getattribute__):
+  // that code runs plainly, or a frame of this very code could re-enter here while its
+  // variants are being checked.
+  HookPause pause;
   vm::FrameInputs inputs = frame_inputs(f);
   auto& variants = segment.variants;
   if (t_explanation != nullptr) {
@@ -212,8 +216,7 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
   fs.stack.assign(frame::stack_base(f), frame::stack_base(f) + frame::stack_depth(f));
   vm::Trace trace;
   {
-    HookPause pause;
-    auto t0 = Clock::now();
+    auto t0 = Clock::now();  // the hook is paused (above)
     vm::TraceOptions trace_options;
     trace_options.dynamic_sources = cache.dynamic_sources;
     trace = vm::trace_frame(fs, trace_options);

@@ -530,3 +530,28 @@ def test_an_exception_no_traced_handler_catches_is_raised_by_eager_code():
 
     x = torch.ones(2)
     assert torch.equal(dynvm.compile(caught_in_the_compiled_frame, backend="eager")(x), x - 7)
+
+
+class _RemappedBase:
+    def __getattribute__(self, key):
+        return super().__getattribute__(key)
+
+
+class _Remapped(_RemappedBase):
+    def __init__(self):
+        self.b = 3
+
+
+@pytest.mark.parametrize("keys", [["sw", "b", "b"], ["sw", "b", "sw", "b", "sw", "b"]])
+def test_guards_that_run_a_class_getattribute_do_not_reenter_the_frame_they_check(keys):
+    # Checking a variant's guards read self.b through the class's own __getattribute__, a
+    # frame dynvm compiles: it re-entered the same code's variant check, recursing until
+    # the stack overflowed, or (with compiled guards) returning another variant's result.
+    obj = _Remapped()
+    compiled = dynvm.compile(_RemappedBase.__getattribute__, backend="eager")
+    for key in keys:
+        if key == "b":
+            assert compiled(obj, key) == 3
+        else:
+            with pytest.raises(AttributeError, match=f"no attribute '{key}'"):
+                compiled(obj, key)
