@@ -706,6 +706,9 @@ bool native_group_norm(Rewrite& r) {
       !parameters_fit(x, {weight, bias})) {
     return false;
   }
+  // Eager's kernel keeps a channels-last input's layout in its result (the meta kernel
+  // may claim row-major); the decomposition's result is row-major.
+  if (x->meta()->strides != row_major_strides(x->meta()->sizes)) return false;
   const TensorMeta& meta = *x->meta();
   auto batch = static_cast<int64_t>(*n);
   auto channels = static_cast<int64_t>(*c);

@@ -143,3 +143,13 @@ def test_subtraction_with_a_bool_operand_raises(program, backend):
         program(a, b)
     with pytest.raises(NotImplementedError, match=message):
         dynvm.compile(program, backend=backend)(a, b)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_group_norm_of_a_channels_last_input_keeps_its_layout(backend):
+    # Torch 2's kernel returns a channels-last result for a channels-last input (its meta
+    # kernel says row-major); the decomposition returned row-major (OpInfo, torch 2.14).
+    x = torch.randn(2, 6, 3, 5).to(memory_format=torch.channels_last)
+    weight, bias = torch.randn(6), torch.randn(6)
+    same_as_eager(lambda x, w, b: torch.native_group_norm(x, w, b, 2, 6, 15, 2, 1e-5)[0],
+                  x, weight, bias, backend=backend)

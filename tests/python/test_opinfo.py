@@ -72,7 +72,8 @@ METADATA_ONLY = {
          "nn.functional.dropout3d", "nn.functional.feature_alpha_dropout",
          "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
          "nn.functional.rrelu", "pca_lowrank", "svd_lowrank"], RANDOM),
-    **dict.fromkeys(["empty", "empty_like", "new_empty", "new_empty_strided"], UNINITIALISED),
+    **dict.fromkeys(["empty", "empty_like", "empty_permuted", "empty_strided", "new_empty",
+                      "new_empty_strided"], UNINITIALISED),
 }
 
 # Tests left out, (op id, variant, backend) with why. Kept empty: a skip hides bugs.
