@@ -1118,13 +1118,6 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     if (is_traceable_user_class(fn)) {
       return new_object(ctx, callable, std::move(args), std::move(kwargs));
     }
-    if (ctx.inline_depth > 0 && !(type->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
-        PyType_IsSubtype(type, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)) &&
-        all_concrete(args, kwargs)) {
-      // A builtin exception (IndexError("...")), made to be raised by an inlined function
-      // (in the traced frame itself, the call is where the frame breaks, as before).
-      return call_concrete(fn, args, kwargs);
-    }
     if (fn == k.size_type.get() && args.size() == 1) {
       ValuePtr t = TracedValue::tuple(iterate(ctx, args[0]));
       t->is_size = true;
