@@ -150,6 +150,21 @@ bool is_immutable_constant(PyObject* o) {
           PyRange_Check(o) || PyTuple_Check(o) || PyComplex_Check(o) || PyFrozenSet_Check(o));
 }
 
+// torch.compiler.is_compiling() and its older spellings: true in traced code, as under Dynamo,
+// so that libraries take their compile-friendly paths (transformers' ModelOutput then skips
+// registering its class with torch's pytree, which the first call did eagerly).
+bool is_compiling_query(PyObject* fn) {
+  if (!PyFunction_Check(fn)) return false;
+  auto* f = reinterpret_cast<PyFunctionObject*>(fn);
+  if (f->func_module == nullptr || !PyUnicode_Check(f->func_module)) return false;
+  std::string module = PyUnicode_AsUTF8(f->func_module);
+  std::string qualname = PyUnicode_AsUTF8(f->func_qualname);
+  return (module == "torch.compiler" &&
+          (qualname == "is_compiling" || qualname == "is_dynamo_compiling")) ||
+         (module == "torch._utils" && qualname == "is_compiling") ||
+         (module == "torch._dynamo.external_utils" && qualname == "is_compiling");
+}
+
 ValuePtr grad_mode(bool enabled) {
   auto v = std::make_shared<TracedValue>();
   v->kind = TracedValue::Kind::GradMode;
@@ -527,6 +542,8 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       if (args[0]->is(TracedValue::Kind::Dict)) {
         keys = args[0]->keys;
         values = args[0]->items;
+      } else if (new_object_mapping_items(ctx, args[0], &keys, &values)) {
+        // A mapping made by the trace (a dict subclass): its items.
       } else {
         for (const auto& pair : iterate(ctx, args[0])) {
           std::vector<ValuePtr> kv = unpack_items(ctx, pair);
@@ -547,6 +564,9 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     std::vector<ValuePtr> out;
     for (const auto& i : items) out.push_back(call_value(ctx, args[0], {i}, {}));
     return TracedValue::iterator(std::move(out));
+  }
+  if (name == "vars" && args.size() == 1 && args[0]->is(TracedValue::Kind::NewObject)) {
+    return load_attribute(ctx, args[0], "__dict__");
   }
   if (name == "print") unsupported("print()");
   unsupported("call to builtin " + name + "()");
@@ -1037,6 +1057,7 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     return bool_value(ctx.grad_enabled);
   }
   if (fn == k.jit_is_scripting.get() || fn == k.jit_is_tracing.get()) return bool_value(false);
+  if (is_compiling_query(fn)) return bool_value(true);
   if (is_module(fn)) return call_module(ctx, callable, std::move(args), std::move(kwargs));
   if (PyType_Check(fn)) {
     auto* type = reinterpret_cast<PyTypeObject*>(fn);
@@ -1158,6 +1179,7 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     // The end of a class's own __getattribute__ (super().__getattribute__(name)).
     return generic_object_attribute(ctx, args[0], PyUnicode_AsUTF8(args[1]->py()));
   }
+  if (ValuePtr result = call_builtin_base_method(ctx, fn, args, kwargs)) return result;
   if (is_torch_callable(fn)) return ctx.bridge->call(fn, args, kwargs);
   if (PyFunction_Check(fn))
     return inline_function(ctx, callable, std::move(args), std::move(kwargs));

@@ -430,7 +430,7 @@ void InlineFrame::step(const Instruction& ins) {
       ValuePtr obj = pop();
       ValuePtr value = pop();
       if (obj->is(TracedValue::Kind::NewObject) && obj->mutable_here) {
-        store_attribute(obj, code_->names.at(n.index), value);
+        set_attribute(context_, obj, code_->names.at(n.index), value);
         return;
       }
       if (context_.record_attribute_write(obj, code_->names.at(n.index), value)) return;
@@ -441,7 +441,7 @@ void InlineFrame::step(const Instruction& ins) {
       ValuePtr obj = pop();
       const std::string& name = code_->names.at(n.index);
       if (obj->is(TracedValue::Kind::NewObject) && obj->mutable_here) {
-        if (!delete_attribute(obj, name)) unsupported("AttributeError: " + name);
+        delete_attribute(context_, obj, name);
         return;
       }
       unsupported("deleting attribute '" + name + "' of a " + obj->describe());
@@ -480,6 +480,12 @@ void InlineFrame::step(const Instruction& ins) {
     case Op::DeleteSubscr: {
       ValuePtr key = pop();
       ValuePtr container = pop();
+      if (container->is(TracedValue::Kind::NewObject)) {
+        if (!call_dunder(context_, container, "__delitem__", {key})) {
+          unsupported("del on an item of a " + container->describe());
+        }
+        return;
+      }
       if (!context_.track_mutation(container))
         unsupported("del on a " + container->describe() + " that existed before the call");
       if (container->is(TracedValue::Kind::List)) {
@@ -774,6 +780,10 @@ void InlineFrame::step(const Instruction& ins) {
       ValuePtr other = pop();
       ValuePtr dict = peek(n.arg);
       require_mutable(dict);
+      std::vector<ValuePtr> mapping_keys, mapping_values;
+      if (new_object_mapping_items(context_, other, &mapping_keys, &mapping_values)) {
+        other = TracedValue::dict(std::move(mapping_keys), std::move(mapping_values), true);
+      }
       if (!other->is(TracedValue::Kind::Dict)) unsupported("** of a " + other->describe());
       for (size_t i = 0; i < other->keys.size(); ++i) {
         bool replaced = false;

@@ -320,6 +320,12 @@ void store_subscript(TraceContext& ctx, const ValuePtr& container, const ValuePt
     ctx.bridge->call(operator_function("setitem"), {container, key, value}, {});
     return;
   }
+  if (container->is(TracedValue::Kind::NewObject)) {
+    if (!call_dunder(ctx, container, "__setitem__", {key, value})) {
+      unsupported("item assignment to a " + container->describe());
+    }
+    return;
+  }
   if (!ctx.track_mutation(container)) {
     unsupported("item assignment to a " + container->describe() + " that existed before the call");
   }
@@ -354,6 +360,12 @@ bool contains(TraceContext& ctx, const ValuePtr& item, const ValuePtr& container
   (void)ctx;
   if (container->is_tensor() || item->is_tensor()) {
     unsupported("'in' with a tensor (data-dependent)");
+  }
+  if (container->is(TracedValue::Kind::NewObject)) {
+    if (ValuePtr found = call_dunder(ctx, container, "__contains__", {item})) {
+      return truthiness(found);
+    }
+    unsupported("'in' on a " + container->describe());
   }
   PyRef needle = concrete_object(item);
   if (!needle) unsupported("'in' with a " + item->describe());

@@ -9,6 +9,7 @@
 #include "known_objects.h"
 #include "python_values.h"
 #include "torch_bridge.h"
+#include "user_objects.h"
 
 namespace dynvm::vm {
 
@@ -314,11 +315,9 @@ bool truthiness(const ValuePtr& value) {
       unsupported("the truth value of a " + value->describe());
     }
     case TracedValue::Kind::NewObject: {
-      PyTypeObject* type = reinterpret_cast<PyTypeObject*>(value->class_value->py());
-      bool has_bool = type->tp_as_number != nullptr && type->tp_as_number->nb_bool != nullptr;
-      bool has_len = (type->tp_as_sequence != nullptr && type->tp_as_sequence->sq_length) ||
-                     (type->tp_as_mapping != nullptr && type->tp_as_mapping->mp_length);
-      if (!has_bool && !has_len) return true;
+      bool known = false;
+      bool truth = new_object_truth(value, &known);
+      if (known) return truth;
       unsupported("the truth value of a " + value->describe());
     }
     case TracedValue::Kind::Partial:

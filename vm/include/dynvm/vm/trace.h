@@ -57,9 +57,14 @@ struct OutputRecipe {
     DictView,      // items[0]'s keys(), values() or items() (`constant` names the method)
   };
   Kind kind = Kind::Constant;
-  int index = -1;                   // GraphOutput: which graph output; see the kinds above
-  int memo = -1;                    // >= 0: keep what this builds, for MemoRef (identity)
-  PyRef constant;                   // Constant; Dict: the keys tuple; Tuple: the type
+  int index = -1;  // GraphOutput: which graph output; see the kinds above
+  int memo = -1;   // >= 0: keep what this builds, for MemoRef (identity)
+  // Constant; Dict: the keys tuple; Tuple: the type; NewObject: (class, attribute names or
+  // None, item keys or None): with names, `items` start with one value per name (set with
+  // object.__setattr__); with None, items[0] is a Dict that becomes the object's __dict__.
+  // Item keys (a dict subclass) take the values after those, set through the builtin dict
+  // base's own __setitem__.
+  PyRef constant;
   PyRef dict_type;                  // Dict: the dict subclass it is (OrderedDict); null: dict
   SourcePtr source;                 // FromSource
   std::vector<OutputRecipe> items;  // Tuple, List, Dict values

@@ -49,8 +49,9 @@ class TracedValue {
     GradMode,      // torch.no_grad()/enable_grad()/set_grad_enabled(b) context manager
     GradModeExit,  // the __exit__ of a GradMode, restoring `flag`
     Super,         // super() bound to (items[0] = class object, items[1] = self)
-    NewObject,     // an instance of a user class made by the trace: attributes in
-                   // keys/items, its class in class_value
+    NewObject,     // an instance of a user class made by the trace: its __dict__ in
+                   // instance_dict, its class in class_value; for a subclass of dict or
+                   // OrderedDict, the items it holds as a mapping in mapping_items
     Partial,       // functools.partial: function, items = bound args, kwdefaults = keywords
     DictView,      // d.keys(), d.values() or d.items() (view_of): a live view of the Dict in
                    // self_value, so it sees the dict's later mutations as Python's views do
@@ -81,6 +82,11 @@ class TracedValue {
   std::string qualname;
   // NewObject: the class (an Object with a source). Tuple: a named tuple's class.
   ValuePtr class_value;
+  // NewObject: its attributes, a Dict made by the trace (what obj.__dict__ is).
+  ValuePtr instance_dict;
+  // NewObject of a dict or OrderedDict subclass: the contents of its builtin dict part, a Dict
+  // whose class is that builtin base (what dict's own methods read and write).
+  ValuePtr mapping_items;
 
   static ValuePtr null();
   static ValuePtr constant(PyRef object, SourcePtr source = nullptr);
