@@ -299,6 +299,24 @@ bool replay_side_effects(const std::vector<vm::SideEffect>& effects,
         PyDict_Clear(target.get());
         rc = PyDict_Update(target.get(), value.get());
         break;
+      case vm::SideEffect::Kind::GenericSetAttr: {
+        PyRef name = PyRef::steal(PyUnicode_FromString(effect.name.c_str()));
+        rc = name ? PyObject_GenericSetAttr(target.get(), name.get(), value.get()) : -1;
+        break;
+      }
+      case vm::SideEffect::Kind::BaseSetItem: {
+        // The builtin dict type under the subclass stores the item, as dict.__setitem__ did.
+        PyTypeObject* base = Py_TYPE(target.get());
+        while (base != nullptr && (base->tp_flags & Py_TPFLAGS_HEAPTYPE)) base = base->tp_base;
+        PyRef key = PyRef::steal(PyUnicode_FromString(effect.name.c_str()));
+        if (base == nullptr || base->tp_as_mapping == nullptr ||
+            base->tp_as_mapping->mp_ass_subscript == nullptr || !key) {
+          PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: no dict base to replay on");
+          return false;
+        }
+        rc = base->tp_as_mapping->mp_ass_subscript(target.get(), key.get(), value.get());
+        break;
+      }
     }
     if (rc < 0) return false;
   }

@@ -326,6 +326,12 @@ void store_subscript(TraceContext& ctx, const ValuePtr& container, const ValuePt
     }
     return;
   }
+  if (container->is(TracedValue::Kind::Object) && container->source &&
+      !is_module(container->py())) {
+    // An object of a Python class (a dict subclass being built): its own __setitem__, whose
+    // writes to the object are side effects.
+    if (call_dunder(ctx, container, "__setitem__", {key, value})) return;
+  }
   if (!ctx.track_mutation(container)) {
     unsupported("item assignment to a " + container->describe() + " that existed before the call");
   }

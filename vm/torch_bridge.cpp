@@ -712,7 +712,8 @@ void TorchBridge::resume_recipes(const std::vector<ValuePtr>& locals,
   // Side effects first: they run before the frame is rebuilt, and may create the objects
   // (kept for identity) that the frame's values then refer to.
   for (const auto& effect : pending) {
-    bool replace = effect.kind != SideEffect::Kind::SetAttr;
+    bool replace = effect.kind == SideEffect::Kind::ReplaceList ||
+                   effect.kind == SideEffect::Kind::ReplaceDict;
     side_effects->push_back(
         SideEffect{effect.kind, effect.target, effect.name,
                    replace ? builder.build_contents(effect.value) : builder.build(effect.value)});

@@ -259,7 +259,7 @@ bool TraceContext::track_mutation(const ValuePtr& container) {
 }
 
 bool TraceContext::record_attribute_write(const ValuePtr& object, const std::string& name,
-                                          const ValuePtr& value) {
+                                          const ValuePtr& value, SideEffect::Kind kind) {
   if (!object->is(TracedValue::Kind::Object) || !object->source || object->py() == nullptr) {
     return false;
   }
@@ -269,8 +269,30 @@ bool TraceContext::record_attribute_write(const ValuePtr& object, const std::str
       !(type->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
     return false;
   }
-  side_effects.push_back(PendingSideEffect{SideEffect::Kind::SetAttr, object->source, name, value});
+  if (kind == SideEffect::Kind::GenericSetAttr) {
+    // object.__setattr__ on an nn.Module would bypass what Module.__setattr__ keeps in order,
+    // and a data descriptor of the class (a property) would run code the trace did not see.
+    if (is_module(object->py())) return false;
+    PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
+    PyObject* descr = _PyType_Lookup(type, key.get());  // borrowed
+    if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr &&
+        Py_TYPE(descr) != &PyMemberDescr_Type) {
+      return false;
+    }
+  }
+  side_effects.push_back(PendingSideEffect{kind, object->source, name, value});
   attribute_writes[object->source->to_string() + "." + name] = value;
+  return true;
+}
+
+bool TraceContext::record_base_item_write(const ValuePtr& object, const std::string& key,
+                                          const ValuePtr& value) {
+  if (!object->is(TracedValue::Kind::Object) || !object->source || object->py() == nullptr ||
+      !PyDict_Check(object->py()) || PyDict_CheckExact(object->py()) || is_module(object->py())) {
+    return false;
+  }
+  side_effects.push_back(
+      PendingSideEffect{SideEffect::Kind::BaseSetItem, object->source, key, value});
   return true;
 }
 

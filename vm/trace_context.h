@@ -97,8 +97,15 @@ class TraceContext {
   // Lets the trace mutate a list or dict that existed before the call: its final
   // contents are written back after the graph runs. False when it cannot be (no source).
   bool track_mutation(const ValuePtr& container);
-  // Records obj.name = value on a pre-existing object; false when it cannot be.
+  // Records obj.name = value on a pre-existing object (SetAttr), or object.__setattr__(obj,
+  // name, value) (GenericSetAttr); false when it cannot be.
   bool record_attribute_write(const ValuePtr& object, const std::string& name,
+                              const ValuePtr& value,
+                              SideEffect::Kind kind = SideEffect::Kind::SetAttr);
+  // Records dict.__setitem__(obj, key, value) (or OrderedDict's) on a pre-existing instance of
+  // a dict subclass, for a string key; false when it cannot be. The trace never reads such an
+  // object's items itself, so only the replay needs to see the write.
+  bool record_base_item_write(const ValuePtr& object, const std::string& key,
                               const ValuePtr& value);
   // A value the traced code stored in obj.name earlier, or null.
   ValuePtr attribute_written(const ValuePtr& object, const std::string& name) const;

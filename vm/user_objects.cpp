@@ -227,6 +227,37 @@ ValuePtr make_plain_dict(TraceContext& ctx, std::vector<ValuePtr> args, KwArgs k
   return call_value(ctx, dict_type, std::move(args), std::move(kwargs));
 }
 
+// A builtin base method called on an object that existed before the call (kind Object):
+// only the writes that transformers' ModelOutput makes while it is built, object.__setattr__
+// and dict.__setitem__ (OrderedDict's), recorded as side effects that are replayed on it.
+ValuePtr call_base_method_on_live_object(TraceContext& ctx, PyObject* descriptor,
+                                         const ValuePtr& self, const std::vector<ValuePtr>& args,
+                                         const KwArgs& kwargs) {
+  auto* d = reinterpret_cast<PyDescrObject*>(descriptor);
+  PyTypeObject* owner = d->d_type;
+  PyTypeObject* self_type = Py_TYPE(self->py());
+  if (!PyType_IsSubtype(self_type, owner)) return nullptr;  // eager raises a TypeError
+  if (!kwargs.empty() || args.size() != 3) return nullptr;
+  std::string name = PyUnicode_AsUTF8(d->d_name);
+  if (name == "__setattr__" && is_generic_attribute_slot(descriptor)) {
+    std::string attribute = constant_name(args[1], "object.__setattr__");
+    if (!ctx.record_attribute_write(self, attribute, args[2], SideEffect::Kind::GenericSetAttr)) {
+      unsupported("object.__setattr__ on a " + self->describe() + " that existed before the call");
+    }
+    return none_value();
+  }
+  auto* ordered_dict = reinterpret_cast<PyTypeObject*>(known().ordered_dict_type.get());
+  if (name == "__setitem__" && (owner == &PyDict_Type || owner == ordered_dict)) {
+    if (owner == &PyDict_Type && PyType_IsSubtype(self_type, ordered_dict)) return nullptr;
+    if (!args[1]->is_constant() || !PyUnicode_CheckExact(args[1]->py())) return nullptr;
+    if (!ctx.record_base_item_write(self, PyUnicode_AsUTF8(args[1]->py()), args[2])) {
+      return nullptr;
+    }
+    return none_value();
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 PyTypeObject* builtin_dict_base(PyObject* type) {
@@ -374,10 +405,7 @@ ValuePtr call_dunder(TraceContext& ctx, const ValuePtr& object, const std::strin
   PyObject* found = lookup_type_attr(type, name);
   if (found == nullptr) return nullptr;
   args.insert(args.begin(), object);
-  if (!PyFunction_Check(found)) {
-    if (!object->is(TracedValue::Kind::NewObject)) return nullptr;
-    return call_builtin_base_method(ctx, found, args, {});
-  }
+  if (!PyFunction_Check(found)) return call_builtin_base_method(ctx, found, args, {});
   ValuePtr fn = ctx.wrap(found, Source::attr(type_source, name));
   return inline_function(ctx, fn, std::move(args), {});
 }
@@ -400,6 +428,9 @@ ValuePtr call_builtin_base_method(TraceContext& ctx, PyObject* descriptor,
   } else if (self->is(TracedValue::Kind::Dict) && dict_owner) {
     self_type = self->dict_class();
     mapping = self;
+  } else if (self->is(TracedValue::Kind::Object) && self->source && !is_module(self->py()) &&
+             !PyType_Check(self->py()) && !PyModule_Check(self->py())) {
+    return call_base_method_on_live_object(ctx, descriptor, self, args, kwargs);
   } else {
     return nullptr;
   }

@@ -270,3 +270,22 @@ def test_transformers_model_output_is_traced():
     assert torch.equal(out[0], w[0]) and torch.equal(out.to_tuple()[0], w.to_tuple()[0])
     assert torch.equal(got[1], want[1]) and got[2] == want[2] and got[3] == want[3]
     explain_clean(f, x)
+
+
+def test_writes_to_a_dict_subclass_that_existed_before_the_call():
+    # A frame compiled on its own (ModelOutput.__post_init__ after a break) writes items and
+    # attributes of an object made eagerly: its own __setitem__ is traced, dict's and
+    # object's writes are replayed on the object after the graph runs.
+    def fill(out, x):
+        out["hidden"] = x * 2
+        object.__setattr__(out, "scale", 0.5)
+        return x + 1
+
+    x = torch.randn(3)
+    got_out, want_out = LayerOutput(logits=x), LayerOutput(logits=x)
+    got = dynvm.compile(fill, backend="eager")(got_out, x)
+    want = fill(want_out, x)
+    assert torch.equal(got, want)
+    same_output(got_out, want_out)
+    assert list(got_out) == ["logits", "hidden"] and got_out.scale == 0.5
+    explain_clean(fill, LayerOutput(logits=x), x)

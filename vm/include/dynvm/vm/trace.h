@@ -77,6 +77,11 @@ struct SideEffect {
     SetAttr,      // setattr(target, name, value)
     ReplaceList,  // target[:] = value (a List recipe)
     ReplaceDict,  // target.clear(); target.update(value) (a Dict recipe)
+    // object.__setattr__(target, name, value): the class's own __setattr__ is not called.
+    GenericSetAttr,
+    // target[name] = value for an instance of a dict subclass, through its builtin base's own
+    // __setitem__ (dict's or OrderedDict's), not the class's.
+    BaseSetItem,
   };
   Kind kind = Kind::SetAttr;
   SourcePtr target;
