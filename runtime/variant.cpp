@@ -156,22 +156,46 @@ PyObject* rebuild_new(const vm::OutputRecipe& recipe, const std::vector<at::Tens
       return PyObject_CallOneArg(type, tuple.get());
     }
     case Kind::NewObject: {
-      // An instance the traced code made: a fresh object with the attributes it set.
+      // An instance the traced code made: a fresh object with the attributes it set and, for a
+      // dict subclass, the items it holds. Neither goes through the class's own __setattr__
+      // or __setitem__: the traced code already ran those, this restores their result.
       PyObject* cls = PyTuple_GET_ITEM(recipe.constant.get(), 0);
       PyObject* names = PyTuple_GET_ITEM(recipe.constant.get(), 1);
+      PyObject* item_keys = PyTuple_GET_ITEM(recipe.constant.get(), 2);
       PyRef object = PyRef::steal(PyObject_CallMethod(cls, "__new__", "O", cls));
       if (!object) return nullptr;
       if (recipe.memo >= 0) {  // an attribute may refer back to the object
         if (memo->size() <= static_cast<size_t>(recipe.memo)) memo->resize(recipe.memo + 1);
         (*memo)[static_cast<size_t>(recipe.memo)] = object;
       }
-      for (size_t i = 0; i < recipe.items.size(); ++i) {
-        PyRef value = PyRef::steal(rebuild(recipe.items[i], outputs, inputs, memo));
-        if (!value) return nullptr;
-        if (PyObject_GenericSetAttr(object.get(),
-                                    PyTuple_GET_ITEM(names, static_cast<Py_ssize_t>(i)),
-                                    value.get()) < 0) {
+      size_t next = 0;
+      if (names == Py_None) {
+        PyRef dict = PyRef::steal(rebuild(recipe.items.at(next++), outputs, inputs, memo));
+        if (!dict || PyObject_GenericSetDict(object.get(), dict.get(), nullptr) < 0) return nullptr;
+      } else {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); ++i) {
+          PyRef value = PyRef::steal(rebuild(recipe.items.at(next++), outputs, inputs, memo));
+          if (!value ||
+              PyObject_GenericSetAttr(object.get(), PyTuple_GET_ITEM(names, i), value.get()) < 0) {
+            return nullptr;
+          }
+        }
+      }
+      if (item_keys != Py_None) {
+        // The builtin base (dict, OrderedDict) keeps the items: its own __setitem__ stores them.
+        auto* base = reinterpret_cast<PyTypeObject*>(cls);
+        while (base != nullptr && (base->tp_flags & Py_TPFLAGS_HEAPTYPE)) base = base->tp_base;
+        if (base == nullptr || base->tp_as_mapping == nullptr ||
+            base->tp_as_mapping->mp_ass_subscript == nullptr) {
+          PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: no dict base to rebuild");
           return nullptr;
+        }
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(item_keys); ++i) {
+          PyRef value = PyRef::steal(rebuild(recipe.items.at(next++), outputs, inputs, memo));
+          if (!value || base->tp_as_mapping->mp_ass_subscript(
+                            object.get(), PyTuple_GET_ITEM(item_keys, i), value.get()) < 0) {
+            return nullptr;
+          }
         }
       }
       return object.release();
@@ -297,6 +321,24 @@ bool replay_side_effects(const std::vector<vm::SideEffect>& effects,
             return false;
           }
         }
+        break;
+      }
+      case vm::SideEffect::Kind::GenericSetAttr: {
+        PyRef name = PyRef::steal(PyUnicode_FromString(effect.name.c_str()));
+        rc = name ? PyObject_GenericSetAttr(target.get(), name.get(), value.get()) : -1;
+        break;
+      }
+      case vm::SideEffect::Kind::BaseSetItem: {
+        // The builtin dict type under the subclass stores the item, as dict.__setitem__ did.
+        PyTypeObject* base = Py_TYPE(target.get());
+        while (base != nullptr && (base->tp_flags & Py_TPFLAGS_HEAPTYPE)) base = base->tp_base;
+        PyRef key = PyRef::steal(PyUnicode_FromString(effect.name.c_str()));
+        if (base == nullptr || base->tp_as_mapping == nullptr ||
+            base->tp_as_mapping->mp_ass_subscript == nullptr || !key) {
+          PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: no dict base to replay on");
+          return false;
+        }
+        rc = base->tp_as_mapping->mp_ass_subscript(target.get(), key.get(), value.get());
         break;
       }
     }

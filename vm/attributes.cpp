@@ -264,7 +264,12 @@ ValuePtr super_attribute(TraceContext& ctx, const ValuePtr& sup, const std::stri
     Py_ssize_t where = 0;
     PyObject* found = lookup_in_mro(reinterpret_cast<PyTypeObject*>(self->class_value->py()), name,
                                     start, &where);
-    if (found == nullptr || !PyFunction_Check(found)) unsupported("super()." + name);
+    // A Python method, or one of a builtin base (object.__setattr__, OrderedDict.__setitem__)
+    // that call_builtin_base_method evaluates on the instance.
+    if (found == nullptr || !(PyFunction_Check(found) || Py_TYPE(found) == &PyMethodDescr_Type ||
+                              Py_TYPE(found) == &PyWrapperDescr_Type)) {
+      unsupported("super()." + name);
+    }
     SourcePtr src =
         Source::attr(Source::item(Source::attr(self->class_value->source, "__mro__"), where), name);
     return bound_method(self, ctx.wrap(found, src));

@@ -151,6 +151,48 @@ bool is_immutable_constant(PyObject* o) {
           PyRange_Check(o) || PyTuple_Check(o) || PyComplex_Check(o) || PyFrozenSet_Check(o));
 }
 
+// inspect.signature(f) of a function whose identity is guarded, or of a method bound to
+// one: a constant (a Signature is immutable), computed now. Unsupported for other callables,
+// whose signature may depend on state the guards do not pin.
+ValuePtr signature_of(const std::vector<ValuePtr>& args, const KwArgs& kwargs) {
+  if (args.size() != 1 || !kwargs.empty()) unsupported("inspect.signature() with options");
+  const ValuePtr& target = args[0];
+  bool bound = target->is(TracedValue::Kind::BoundMethod);
+  const ValuePtr& function = bound ? target->function : target;
+  if (!function->is(TracedValue::Kind::Object) || !function->source ||
+      !PyFunction_Check(function->py())) {
+    unsupported("inspect.signature() of a " + target->describe());
+  }
+  PyRef signature =
+      PyRef::steal(PyObject_CallOneArg(known().inspect_signature.get(), function->py()));  // new
+  if (!signature) unsupported_from_python_error("inspect.signature()");
+  if (!bound) return TracedValue::constant(std::move(signature));
+  // As for a bound method: the first parameter (self) dropped, unless it is *args.
+  PyRef parameters = PyRef::steal(PyObject_GetAttrString(signature.get(), "parameters"));
+  PyRef values =
+      parameters ? PyRef::steal(PyObject_CallMethod(parameters.get(), "values", nullptr)) : PyRef();
+  PyRef all = values ? PyRef::steal(PySequence_Tuple(values.get())) : PyRef();
+  if (!all) unsupported_from_python_error("inspect.signature()");
+  if (PyTuple_GET_SIZE(all.get()) == 0) unsupported("a bound method with no parameters");
+  PyRef kind = PyRef::steal(PyObject_GetAttrString(PyTuple_GET_ITEM(all.get(), 0), "kind"));
+  PyRef kind_name = kind ? PyRef::steal(PyObject_GetAttrString(kind.get(), "name")) : PyRef();
+  if (!kind_name) unsupported_from_python_error("inspect.signature()");
+  if (PyUnicode_CompareWithASCIIString(kind_name.get(), "VAR_POSITIONAL") == 0) {
+    unsupported("inspect.signature() of a method taking *args first");
+  }
+  PyRef rest = PyRef::steal(PyTuple_GetSlice(all.get(), 1, PyTuple_GET_SIZE(all.get())));
+  PyRef replace = PyRef::steal(PyObject_GetAttrString(signature.get(), "replace"));
+  PyRef no_args = PyRef::steal(PyTuple_New(0));
+  PyRef kw = PyRef::steal(PyDict_New());
+  if (!rest || !replace || !no_args || !kw ||
+      PyDict_SetItemString(kw.get(), "parameters", rest.get()) < 0) {
+    unsupported_from_python_error("inspect.signature()");
+  }
+  PyRef method_signature = PyRef::steal(PyObject_Call(replace.get(), no_args.get(), kw.get()));
+  if (!method_signature) unsupported_from_python_error("inspect.signature()");
+  return TracedValue::constant(std::move(method_signature));
+}
+
 ValuePtr grad_mode(bool enabled) {
   auto v = std::make_shared<TracedValue>();
   v->kind = TracedValue::Kind::GradMode;
@@ -537,6 +579,8 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       if (args[0]->is(TracedValue::Kind::Dict)) {
         keys = args[0]->keys;
         values = args[0]->items;
+      } else if (new_object_mapping_items(ctx, args[0], &keys, &values)) {
+        // A mapping made by the trace (a dict subclass): its items.
       } else {
         for (const auto& pair : iterate(ctx, args[0])) {
           std::vector<ValuePtr> kv = unpack_items(ctx, pair);
@@ -569,6 +613,9 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       return TracedValue::constant(PyRef::steal(PyLong_FromVoidPtr(v->py())));
     }
     unsupported("id() of a " + v->describe() + (v->source ? "" : " made by the trace"));
+  }
+  if (name == "vars" && args.size() == 1 && args[0]->is(TracedValue::Kind::NewObject)) {
+    return load_attribute(ctx, args[0], "__dict__");
   }
   if (name == "print") unsupported("print()");
   if (constructs_as_base_exception(callable) && all_concrete(args, kwargs)) {
@@ -1056,6 +1103,7 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     mode->items = {bool_value(previous)};
     return mode;
   }
+  if (fn == k.inspect_signature.get()) return signature_of(args, kwargs);
   if (fn == k.is_grad_enabled.get()) {
     // The trace already guards the grad mode it started under; inside the function the
     // mode only changes through traced context managers.
@@ -1189,6 +1237,7 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     // The end of a class's own __getattribute__ (super().__getattribute__(name)).
     return generic_object_attribute(ctx, args[0], PyUnicode_AsUTF8(args[1]->py()));
   }
+  if (ValuePtr result = call_builtin_base_method(ctx, fn, args, kwargs)) return result;
   if (is_torch_callable(fn)) return ctx.bridge->call(fn, args, kwargs);
   if (PyFunction_Check(fn))
     return inline_function(ctx, callable, std::move(args), std::move(kwargs));

@@ -242,7 +242,7 @@ bool InlineFrame::enter_handler(const PyRef& exception) {
   return true;
 }
 
-void InlineFrame::raise(const ValuePtr& exception) {
+void InlineFrame::raise(const ValuePtr& exception, const ValuePtr& cause) {
   PyObject* value = exception->is_constant() || exception->is(TracedValue::Kind::Object)
                         ? exception->py()
                         : nullptr;
@@ -255,6 +255,15 @@ void InlineFrame::raise(const ValuePtr& exception) {
     if (!instance) PyErr_Clear();
   }
   if (!instance) unsupported("raise statement reached while tracing");
+  if (cause) {
+    // `raise exc from cause` (or `from None`): the cause set, the context suppressed.
+    PyObject* c =
+        cause->is_constant() || cause->is(TracedValue::Kind::Object) ? cause->py() : nullptr;
+    if (c == nullptr || (c != Py_None && !PyExceptionInstance_Check(c))) {
+      unsupported("raise ... from a " + cause->describe());
+    }
+    PyException_SetCause(instance.get(), c == Py_None ? nullptr : Py_NewRef(c));
+  }
   Unsupported raised;
   raised.reason = std::string("raise ") + Py_TYPE(instance.get())->tp_name;
   raised.exception = std::move(instance);
@@ -472,7 +481,7 @@ void InlineFrame::step(const Instruction& ins) {
       ValuePtr obj = pop();
       ValuePtr value = pop();
       if (obj->is(TracedValue::Kind::NewObject) && obj->mutable_here) {
-        set_new_object_attribute(context_, obj, code_->names.at(n.index), value);
+        set_attribute(context_, obj, code_->names.at(n.index), value);
         return;
       }
       if (context_.record_attribute_write(obj, code_->names.at(n.index), value)) return;
@@ -483,7 +492,7 @@ void InlineFrame::step(const Instruction& ins) {
       ValuePtr obj = pop();
       const std::string& name = code_->names.at(n.index);
       if (obj->is(TracedValue::Kind::NewObject) && obj->mutable_here) {
-        if (!delete_attribute(obj, name)) unsupported("AttributeError: " + name);
+        delete_attribute(context_, obj, name);
         return;
       }
       unsupported("deleting attribute '" + name + "' of a " + obj->describe());
@@ -522,6 +531,12 @@ void InlineFrame::step(const Instruction& ins) {
     case Op::DeleteSubscr: {
       ValuePtr key = pop();
       ValuePtr container = pop();
+      if (container->is(TracedValue::Kind::NewObject)) {
+        if (!call_dunder(context_, container, "__delitem__", {key})) {
+          unsupported("del on an item of a " + container->describe());
+        }
+        return;
+      }
       if (!context_.track_mutation(container))
         unsupported("del on a " + container->describe() + " that existed before the call");
       if (container->is(TracedValue::Kind::List)) {
@@ -816,6 +831,10 @@ void InlineFrame::step(const Instruction& ins) {
       ValuePtr other = pop();
       ValuePtr dict = peek(n.arg);
       require_mutable(dict);
+      std::vector<ValuePtr> mapping_keys, mapping_values;
+      if (new_object_mapping_items(context_, other, &mapping_keys, &mapping_values)) {
+        other = TracedValue::dict(std::move(mapping_keys), std::move(mapping_values), true);
+      }
       if (!other->is(TracedValue::Kind::Dict)) unsupported("** of a " + other->describe());
       for (size_t i = 0; i < other->keys.size(); ++i) {
         bool replaced = false;
@@ -876,6 +895,10 @@ void InlineFrame::step(const Instruction& ins) {
       return;
     case Op::RaiseVarargs:
       if (n.arg == 1) raise(pop());
+      if (n.arg == 2) {
+        ValuePtr cause = pop();
+        raise(pop(), cause);
+      }
       if (n.arg == 0 && context_.handled_exception) raise(context_.handled_exception);
       unsupported("raise statement reached while tracing");
     case Op::Reraise: {

@@ -77,7 +77,7 @@ class InlineFrame {
   // receives `exception`: the stack cut to its depth, the exception pushed, pc_ set. False
   // when no handler covers it (the exception leaves the frame).
   bool enter_handler(const PyRef& exception);
-  [[noreturn]] void raise(const ValuePtr& exception);
+  [[noreturn]] void raise(const ValuePtr& exception, const ValuePtr& cause = nullptr);
   // `import name` (fromlist None) or `from name import ...`, relative at `level`.
   ValuePtr import_name(const std::string& name, const ValuePtr& fromlist, const ValuePtr& level);
   ValuePtr const_value(int index);

@@ -73,6 +73,9 @@ KnownObjects* load() {
   k->mapping_contains = attr(collections_abc.get(), "Mapping.__contains__");
   k->mapping_get = attr(collections_abc.get(), "Mapping.get");
   k->sequence_iter = attr(collections_abc.get(), "Sequence.__iter__");
+  PyRef inspect = PyRef::steal(PyImport_ImportModule("inspect"));
+  if (!inspect) return nullptr;
+  k->inspect_signature = attr(inspect.get(), "signature");
   if (k->tracing) {
     k->grad_mode_exit_type = PyRef::steal(PyObject_GetAttrString(k->tracing.get(), "GradModeExit"));
   }

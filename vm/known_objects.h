@@ -35,6 +35,7 @@ struct KnownObjects {
   PyRef mapping_contains;     // collections.abc.Mapping.__contains__ (try: self[key] ...)
   PyRef mapping_get;          // collections.abc.Mapping.get (likewise)
   PyRef sequence_iter;        // collections.abc.Sequence.__iter__ (self[i] until IndexError)
+  PyRef inspect_signature;    // inspect.signature
   PyRef builtins;             // the builtins module's dict
   PyRef tracing;              // dynvm._tracing
   PyRef grad_mode_exit_type;  // dynvm._tracing.GradModeExit (rebuilt `with` exits)

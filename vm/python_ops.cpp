@@ -79,6 +79,9 @@ bool constant_index(const ValuePtr& key, Py_ssize_t* out) {
 std::vector<ValuePtr> module_children(TraceContext& ctx, const ValuePtr& module_value) {
   PyObject* module = module_value->py();
   const SourcePtr& src = module_value->source;
+  // A slice the trace took (`self.layers[:n]`): its children are those of the container
+  // sliced, read from there.
+  if (!src && !module_value->items.empty()) return module_value->items;
   if (!src) unsupported("iterating an nn.Module with no source");
   PyRef dict = PyRef::steal(PyObject_GenericGetDict(module, nullptr));
   PyObject* children = dict ? PyDict_GetItemString(dict.get(), "_modules") : nullptr;
@@ -94,6 +97,43 @@ std::vector<ValuePtr> module_children(TraceContext& ctx, const ValuePtr& module_
   }
   return out;
 }
+
+namespace {
+
+// container[key] for a ModuleList or Sequential and a constant slice: the new container
+// eager makes, made once here (its children are the same modules, read from `container`).
+// Null when `key` is not a constant slice or the class indexes in its own way.
+ValuePtr module_slice(const ValuePtr& container, const std::vector<ValuePtr>& children,
+                      const ValuePtr& key) {
+  PyRef slice = concrete_object(key);
+  if (!slice || !PySlice_Check(slice.get())) return nullptr;
+  PyObject* module = container->py();
+  PyRef name = PyRef::steal(PyUnicode_InternFromString("__getitem__"));
+  PyObject* own = _PyType_Lookup(Py_TYPE(module), name.get());  // borrowed
+  const KnownObjects& k = known();
+  bool builtin_getitem = false;
+  for (const PyRef& base : {k.module_list_type, k.sequential_type}) {
+    PyObject* theirs = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(base.get()), name.get());
+    builtin_getitem = builtin_getitem || (own != nullptr && own == theirs);
+  }
+  if (!builtin_getitem) return nullptr;
+  Py_ssize_t start = 0, stop = 0, step = 0;
+  if (PySlice_Unpack(slice.get(), &start, &stop, &step) < 0) {
+    unsupported_from_python_error("a module slice");
+  }
+  Py_ssize_t count =
+      PySlice_AdjustIndices(static_cast<Py_ssize_t>(children.size()), &start, &stop, step);
+  PyRef part = PyRef::steal(PyObject_GetItem(module, slice.get()));
+  if (!part) unsupported_from_python_error("slicing a " + container->describe());
+  ValuePtr value = TracedValue::object(std::move(part), nullptr);
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    value->items.push_back(children[static_cast<size_t>(start + i * step)]);
+  }
+  if (value->items.empty()) unsupported("an empty slice of a " + container->describe());
+  return value;
+}
+
+}  // namespace
 
 bool is_module_container(PyObject* o, const PyRef& type) {
   return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(type.get()));
@@ -304,6 +344,7 @@ ValuePtr subscript(TraceContext& ctx, const ValuePtr& container, const ValuePtr&
         if (i < 0 || i >= n) unsupported("module index out of range");
         return children[static_cast<size_t>(i)];
       }
+      if (ValuePtr part = module_slice(container, children, key)) return part;
     }
     unsupported("indexing a " + container->describe());
   }
@@ -320,6 +361,18 @@ void store_subscript(TraceContext& ctx, const ValuePtr& container, const ValuePt
   if (container->is_tensor()) {
     ctx.bridge->call(operator_function("setitem"), {container, key, value}, {});
     return;
+  }
+  if (container->is(TracedValue::Kind::NewObject)) {
+    if (!call_dunder(ctx, container, "__setitem__", {key, value})) {
+      unsupported("item assignment to a " + container->describe());
+    }
+    return;
+  }
+  if (container->is(TracedValue::Kind::Object) && container->source &&
+      !is_module(container->py())) {
+    // An object of a Python class (a dict subclass being built): its own __setitem__, whose
+    // writes to the object are side effects.
+    if (call_dunder(ctx, container, "__setitem__", {key, value})) return;
   }
   if (!ctx.track_mutation(container)) {
     unsupported("item assignment to a " + container->describe() + " that existed before the call");
@@ -361,6 +414,12 @@ bool contains(TraceContext& ctx, const ValuePtr& item, const ValuePtr& container
   }
   if (container->is_tensor() || item->is_tensor()) {
     unsupported("'in' with a tensor (data-dependent)");
+  }
+  if (container->is(TracedValue::Kind::NewObject)) {
+    if (ValuePtr found = call_dunder(ctx, container, "__contains__", {item})) {
+      return truthiness(found);
+    }
+    unsupported("'in' on a " + container->describe());
   }
   PyRef needle = concrete_object(item);
   if (!needle) unsupported("'in' with a " + item->describe());
@@ -416,14 +475,17 @@ namespace {
 
 // iter(obj) for an instance of a Python class (made by the trace, or with a source): its
 // class's own __iter__, traced; collections.abc.Sequence's as the loop it is, self[i] until
-// an IndexError. Null when the class has no Python __iter__.
+// an IndexError; a dict subclass's inherited one over its modelled keys. Null when the class
+// has no Python __iter__ and no dict base.
 std::unique_ptr<std::vector<ValuePtr>> iterate_instance(TraceContext& ctx, const ValuePtr& value) {
-  PyObject* type = value->is(TracedValue::Kind::NewObject)
-                       ? value->class_value->py()
-                       : reinterpret_cast<PyObject*>(Py_TYPE(value->py()));
+  bool made_here = value->is(TracedValue::Kind::NewObject);
+  PyObject* type =
+      made_here ? value->class_value->py() : reinterpret_cast<PyObject*>(Py_TYPE(value->py()));
   PyRef name = PyRef::steal(PyUnicode_InternFromString("__iter__"));
   PyObject* own = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(type), name.get());  // borrowed
-  if (own == nullptr || !PyFunction_Check(own)) return nullptr;
+  if (own == nullptr) return nullptr;
+  bool builtin_mapping_iter = made_here && value->mapping_items && !PyFunction_Check(own);
+  if (!PyFunction_Check(own) && !builtin_mapping_iter) return nullptr;
   auto items = std::make_unique<std::vector<ValuePtr>>();
   if (own == known().sequence_iter.get()) {
     if (value->is(TracedValue::Kind::Object)) {

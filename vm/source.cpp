@@ -7,6 +7,24 @@ namespace dynvm::vm {
 
 namespace {
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// b'...' with every byte that is not printable ASCII, a quote or a backslash as \xNN: one
+// text per byte string.
+std::string bytes_literal(const std::string& bytes) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string text = "b'";
+  for (char c : bytes) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f && byte != '\'' && byte != '\\') {
+      text += c;
+    } else {
+      text += "\\x";
+      text += kHex[byte >> 4];
+      text += kHex[byte & 0xf];
+    }
+  }
+  return text + "'";
+}
 }  // namespace
 
 SourcePtr Source::local(std::string name, int index) {
@@ -35,6 +53,9 @@ SourcePtr Source::module_member(Kind kind, SourcePtr base, std::string name) {
 }
 SourcePtr Source::key(SourcePtr base, std::string key) {
   return SourcePtr(new Source(Kind::Key, std::move(base), std::move(key), 0));
+}
+SourcePtr Source::bytes_key(SourcePtr base, std::string bytes) {
+  return SourcePtr(new Source(Kind::BytesKey, std::move(base), std::move(bytes), 0));
 }
 SourcePtr Source::item(SourcePtr base, int64_t index) {
   return SourcePtr(new Source(Kind::Index, std::move(base), "", index));
@@ -74,6 +95,8 @@ std::string Source::to_string() const {
       return base_->to_string() + "." + name_;
     case Kind::Key:
       return base_->to_string() + "[" + quoted(name_) + "]";
+    case Kind::BytesKey:
+      return base_->to_string() + "[" + bytes_literal(name_) + "]";
     case Kind::Index:
       return base_->to_string() + "[" + std::to_string(index_) + "]";
   }

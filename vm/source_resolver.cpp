@@ -129,6 +129,10 @@ int SourceTable::intern(const SourcePtr& source) {
       entry.container = PyRef::steal(interned(member_container(kind)));
       if (!entry.container) entry.key = PyRef();
       break;
+    case Source::Kind::BytesKey:
+      entry.key = PyRef::steal(PyBytes_FromStringAndSize(
+          source->name().data(), static_cast<Py_ssize_t>(source->name().size())));
+      break;
     case Source::Kind::Index:
       entry.key = PyRef::steal(PyLong_FromLongLong(static_cast<long long>(source->index())));
       break;
@@ -240,6 +244,7 @@ PyObject* read_source_entry(const SourceTable::Entry& entry, PyObject* base,
       return dict_item(members, entry.key.get());
     }
     case Source::Kind::Key:
+    case Source::Kind::BytesKey:
       if (PyDict_CheckExact(base)) return dict_item(base, entry.key.get());
       return PyObject_GetItem(base, entry.key.get());  // new
     case Source::Kind::Index:

@@ -529,6 +529,28 @@ class TorchBridge::RecipeBuilder {
     }
   }
 
+  // Instances of `type` keep all their attributes in __dict__ (no __slots__).
+  static bool has_plain_instance_dict(PyTypeObject* type) {
+    if (type->tp_dictoffset == 0 && !(type->tp_flags & Py_TPFLAGS_MANAGED_DICT)) return false;
+    PyObject* mro = type->tp_mro;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+      auto* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+      if ((base->tp_flags & Py_TPFLAGS_HEAPTYPE) && base->tp_dict != nullptr &&
+          PyDict_GetItemString(base->tp_dict, "__slots__") != nullptr) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  static PyRef constant_tuple(const std::vector<ValuePtr>& keys) {
+    PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(keys.size())));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), PyRef(keys[i]->obj).release());
+    }
+    return tuple;
+  }
+
   OutputRecipe from_source(const SourcePtr& source) {
     OutputRecipe r;
     r.kind = OutputRecipe::Kind::FromSource;
@@ -558,6 +580,9 @@ class TorchBridge::RecipeBuilder {
         return r;
       case TracedValue::Kind::Object:
         if (v->source) return from_source(v->source);
+        // A module slice (module_children) is a new container on every eager call.
+        if (!v->items.empty())
+          unsupported("a slice of a " + v->describe() + " kept past the graph");
         r.kind = PyExceptionInstance_Check(v->py()) ? OutputRecipe::Kind::FreshCopy
                                                     : OutputRecipe::Kind::Constant;
         r.constant = v->obj;
@@ -583,13 +608,24 @@ class TorchBridge::RecipeBuilder {
       }
       case TracedValue::Kind::NewObject: {
         r.kind = OutputRecipe::Kind::NewObject;
-        PyRef names = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(v->keys.size())));
-        for (size_t i = 0; i < v->keys.size(); ++i) {
-          PyTuple_SET_ITEM(names.get(), static_cast<Py_ssize_t>(i),
-                           PyRef(v->keys[i]->obj).release());
-          r.items.push_back(build(v->items[i]));
+        auto* type = reinterpret_cast<PyTypeObject*>(v->class_value->py());
+        const ValuePtr& attributes = v->instance_dict;
+        PyRef names;
+        if (has_plain_instance_dict(type)) {
+          // The whole __dict__, so that a __dict__ the code read is the object's own.
+          names = PyRef::borrow(Py_None);
+          r.items.push_back(build(attributes));
+        } else {
+          names = constant_tuple(attributes->keys);
+          for (const auto& value : attributes->items) r.items.push_back(build(value));
         }
-        r.constant = PyRef::steal(PyTuple_Pack(2, v->class_value->py(), names.get()));
+        PyRef item_keys = PyRef::borrow(Py_None);
+        if (v->mapping_items) {
+          item_keys = constant_tuple(v->mapping_items->keys);
+          for (const auto& value : v->mapping_items->items) r.items.push_back(build(value));
+        }
+        r.constant =
+            PyRef::steal(PyTuple_Pack(3, v->class_value->py(), names.get(), item_keys.get()));
         return r;
       }
       case TracedValue::Kind::Dict: {
@@ -705,7 +741,8 @@ void TorchBridge::resume_recipes(const std::vector<ValuePtr>& locals,
           SideEffect{effect.kind, effect.target, effect.name, consumed(effect.value)});
       continue;
     }
-    bool replace = effect.kind != SideEffect::Kind::SetAttr;
+    bool replace = effect.kind == SideEffect::Kind::ReplaceList ||
+                   effect.kind == SideEffect::Kind::ReplaceDict;
     side_effects->push_back(
         SideEffect{effect.kind, effect.target, effect.name,
                    replace ? builder.build_contents(effect.value) : builder.build(effect.value)});

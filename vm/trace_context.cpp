@@ -145,6 +145,68 @@ bool is_torch_enum(const KnownObjects* k, PyObject* o) {
 
 }  // namespace
 
+ValuePtr TraceContext::wrap_dict_items(PyObject* object, const SourcePtr& source) {
+  std::string key = source->to_string();
+  guard(GuardKind::DictKeys, source, object);
+  std::vector<ValuePtr> keys, values;
+  PyObject *dk, *dv;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(object, &pos, &dk, &dv)) {  // borrowed
+    SourcePtr value_source;
+    if (PyUnicode_CheckExact(dk)) {
+      value_source = Source::key(source, PyUnicode_AsUTF8(dk));
+    } else if (PyBytes_CheckExact(dk)) {
+      // A bytes key (os.environ's storage, read by os.getenv and os.environ.get).
+      value_source = Source::bytes_key(
+          source, std::string(PyBytes_AS_STRING(dk), static_cast<size_t>(PyBytes_GET_SIZE(dk))));
+    } else if (PyLong_CheckExact(dk)) {
+      // An integer key (a config's id2label): the item source reads base[key], which
+      // subscripts a dict as it does a list.
+      int overflow = 0;
+      long long index = PyLong_AsLongLongAndOverflow(dk, &overflow);
+      if (overflow != 0) unsupported("a dict argument with an integer key beyond 64 bits");
+      value_source = Source::item(source, index);
+    } else {
+      unsupported("a dict argument with a " + std::string(Py_TYPE(dk)->tp_name) + " key (" + key +
+                  ")");
+    }
+    keys.push_back(TracedValue::constant(PyRef::borrow(dk)));
+    values.push_back(wrap(dv, value_source));
+  }
+  ValuePtr result = TracedValue::dict(std::move(keys), std::move(values), false, source);
+  result->obj = PyRef::borrow(object);
+  return result;
+}
+
+ValuePtr TraceContext::dict_storage(const ValuePtr& object) {
+  PyObject* o = object->py();
+  if (!object->is(TracedValue::Kind::Object) || !object->source || o == nullptr ||
+      !PyDict_Check(o)) {
+    unsupported("the dict items of a " + object->describe());
+  }
+  std::string key = object->source->to_string();
+  auto found = dict_storage_.find(key);
+  if (found != dict_storage_.end()) return found->second;
+  for (const auto& effect : side_effects) {
+    if (effect.kind == SideEffect::Kind::BaseSetItem && effect.target->to_string() == key) {
+      unsupported("reading the items of a " + object->describe() + " the trace wrote to");
+    }
+  }
+  // Its builtin base's iteration and item lookup, which the guards then use too.
+  PyTypeObject* base = Py_TYPE(o);
+  while (base->tp_flags & Py_TPFLAGS_HEAPTYPE) base = base->tp_base;
+  for (const char* method : {"__iter__", "__getitem__"}) {
+    PyRef name = PyRef::steal(PyUnicode_InternFromString(method));
+    if (_PyType_Lookup(Py_TYPE(o), name.get()) != _PyType_Lookup(base, name.get())) {
+      unsupported("the dict items of a " + object->describe() + " with its own " + method);
+    }
+  }
+  guard(GuardKind::TypeMatch, object->source, o);
+  ValuePtr items = wrap_dict_items(o, object->source);
+  dict_storage_.emplace(key, items);
+  return items;
+}
+
 ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
   const KnownObjects* k = KnownObjects::get();
   if (k == nullptr) unsupported_from_python_error("importing torch");
@@ -222,30 +284,7 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
                                         : TracedValue::list(std::move(items), false, source);
     result->obj = PyRef::borrow(object);
   } else if (PyDict_CheckExact(object) || is_ordered_dict(object)) {
-    guard(GuardKind::DictKeys, source, object);
-    std::vector<ValuePtr> keys, values;
-    PyObject *dk, *dv;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(object, &pos, &dk, &dv)) {  // borrowed
-      SourcePtr value_source;
-      if (PyUnicode_CheckExact(dk)) {
-        value_source = Source::key(source, PyUnicode_AsUTF8(dk));
-      } else if (PyLong_CheckExact(dk)) {
-        // An integer key (a config's id2label): the item source reads base[key], which
-        // subscripts a dict as it does a list.
-        int overflow = 0;
-        long long index = PyLong_AsLongLongAndOverflow(dk, &overflow);
-        if (overflow != 0) unsupported("a dict argument with an integer key beyond 64 bits");
-        value_source = Source::item(source, index);
-      } else {
-        unsupported("a dict argument with a " + std::string(Py_TYPE(dk)->tp_name) + " key (" + key +
-                    ")");
-      }
-      keys.push_back(TracedValue::constant(PyRef::borrow(dk)));
-      values.push_back(wrap(dv, value_source));
-    }
-    result = TracedValue::dict(std::move(keys), std::move(values), false, source);
-    result->obj = PyRef::borrow(object);
+    result = wrap_dict_items(object, source);
   } else if (PyRange_Check(object)) {
     guard(GuardKind::ConstantMatch, source, object);
     auto r = std::make_shared<TracedValue>();
@@ -335,7 +374,7 @@ bool TraceContext::track_mutation(const ValuePtr& container) {
 }
 
 bool TraceContext::record_attribute_write(const ValuePtr& object, const std::string& name,
-                                          const ValuePtr& value) {
+                                          const ValuePtr& value, SideEffect::Kind kind) {
   if (!object->is(TracedValue::Kind::Object) || !object->source || object->py() == nullptr) {
     return false;
   }
@@ -350,8 +389,32 @@ bool TraceContext::record_attribute_write(const ValuePtr& object, const std::str
       !is_slot(reinterpret_cast<PyObject*>(type), name)) {
     return false;
   }
-  side_effects.push_back(PendingSideEffect{SideEffect::Kind::SetAttr, object->source, name, value});
+  if (kind == SideEffect::Kind::GenericSetAttr) {
+    // object.__setattr__ on an nn.Module would bypass what Module.__setattr__ keeps in order,
+    // and a data descriptor of the class (a property) would run code the trace did not see.
+    if (is_module(object->py())) return false;
+    PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
+    PyObject* descr = _PyType_Lookup(type, key.get());  // borrowed
+    if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr &&
+        Py_TYPE(descr) != &PyMemberDescr_Type) {
+      return false;
+    }
+  }
+  side_effects.push_back(PendingSideEffect{kind, object->source, name, value});
   attribute_writes[object->source->to_string() + "." + name] = value;
+  return true;
+}
+
+bool TraceContext::record_base_item_write(const ValuePtr& object, const std::string& key,
+                                          const ValuePtr& value) {
+  if (!object->is(TracedValue::Kind::Object) || !object->source || object->py() == nullptr ||
+      !PyDict_Check(object->py()) || PyDict_CheckExact(object->py()) || is_module(object->py())) {
+    return false;
+  }
+  // The trace read its items through dict_storage: those reads would not see the write.
+  if (dict_storage_.count(object->source->to_string()) != 0) return false;
+  side_effects.push_back(
+      PendingSideEffect{SideEffect::Kind::BaseSetItem, object->source, key, value});
   return true;
 }
 
@@ -396,11 +459,9 @@ bool truthiness(const ValuePtr& value) {
       unsupported("the truth value of a " + value->describe());
     }
     case TracedValue::Kind::NewObject: {
-      PyTypeObject* type = reinterpret_cast<PyTypeObject*>(value->class_value->py());
-      bool has_bool = type->tp_as_number != nullptr && type->tp_as_number->nb_bool != nullptr;
-      bool has_len = (type->tp_as_sequence != nullptr && type->tp_as_sequence->sq_length) ||
-                     (type->tp_as_mapping != nullptr && type->tp_as_mapping->mp_length);
-      if (!has_bool && !has_len) return true;
+      bool known = false;
+      bool truth = new_object_truth(value, &known);
+      if (known) return truth;
       unsupported("the truth value of a " + value->describe());
     }
     case TracedValue::Kind::Partial:

@@ -80,6 +80,15 @@ class TraceContext {
   // Converts a live object into a traced value, recording the guards that make the
   // conversion valid. Memoised by source text so a source gives one value.
   ValuePtr wrap(PyObject* object, const SourcePtr& source);  // borrowed object
+  // The items a dict holds (for a dict subclass: its builtin storage), read from `source`
+  // as a Dict whose keys are guarded (DICT_KEYS) and whose values are wrapped from it.
+  ValuePtr wrap_dict_items(PyObject* object, const SourcePtr& source);  // borrowed object
+  // The storage of an instance of a dict subclass that existed before the call (kind
+  // Object, with a source), for dict's own read methods called on it (`super().get(key)`):
+  // a Dict as wrap_dict_items makes it, one per source. Unsupported when the class reads
+  // its items in its own way (its own __iter__ or __getitem__ at C level) or the trace
+  // wrote to them.
+  ValuePtr dict_storage(const ValuePtr& object);
 
   // Guard kinds the VM installs; each maps to a GuardSet::add_* (guard.h).
   enum class GuardKind {
@@ -111,8 +120,15 @@ class TraceContext {
   // Lets the trace mutate a list or dict that existed before the call: its final
   // contents are written back after the graph runs. False when it cannot be (no source).
   bool track_mutation(const ValuePtr& container);
-  // Records obj.name = value on a pre-existing object; false when it cannot be.
+  // Records obj.name = value on a pre-existing object (SetAttr), or object.__setattr__(obj,
+  // name, value) (GenericSetAttr); false when it cannot be.
   bool record_attribute_write(const ValuePtr& object, const std::string& name,
+                              const ValuePtr& value,
+                              SideEffect::Kind kind = SideEffect::Kind::SetAttr);
+  // Records dict.__setitem__(obj, key, value) (or OrderedDict's) on a pre-existing instance of
+  // a dict subclass, for a string key; false when it cannot be. The trace never reads such an
+  // object's items itself, so only the replay needs to see the write.
+  bool record_base_item_write(const ValuePtr& object, const std::string& key,
                               const ValuePtr& value);
   // A value the traced code stored in obj.name earlier, or null.
   ValuePtr attribute_written(const ValuePtr& object, const std::string& name) const;
@@ -126,6 +142,7 @@ class TraceContext {
 
  private:
   std::map<std::string, ValuePtr> wrapped_;
+  std::map<std::string, ValuePtr> dict_storage_;  // dict_storage, by source text
   // Lists and dicts wrapped, by identity: the first key and value, and whether another key
   // reached the same object (then neither may be mutated: each key has its own value).
   struct Container {

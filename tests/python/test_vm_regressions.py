@@ -1,5 +1,6 @@
 """Regression tests for VM bugs found while building it: each one failed before its fix."""
 import collections.abc
+import inspect
 import subprocess
 import sys
 
@@ -555,3 +556,119 @@ def test_guards_that_run_a_class_getattribute_do_not_reenter_the_frame_they_chec
         else:
             with pytest.raises(AttributeError, match=f"no attribute '{key}'"):
                 compiled(obj, key)
+
+
+def test_environment_variables_read_in_traced_code_are_guarded():
+    # os.environ.get reads os.environ._data, a dict with bytes keys: every frame that read an
+    # environment variable (transformers' sdpa attention) broke on it.
+    import os
+
+    name = "DYNVM_TEST_ENVIRONMENT_FLAG"
+    os.environ.pop(name, None)
+
+    def fn(x):
+        if os.environ.get(name, "0") == "1":
+            return x + 1
+        return x - 1
+
+    x = torch.randn(3)
+    report = dynvm.explain(fn)(x)
+    assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+    compiled = dynvm.compile(fn, backend="eager", fullgraph=True)
+    try:
+        assert torch.equal(compiled(x), x - 1)
+        os.environ[name] = "1"  # the environment's keys are guarded: the change retraces
+        assert torch.equal(compiled(x), x + 1)
+        os.environ[name] = "2"  # and so are the values
+        assert torch.equal(compiled(x), x - 1)
+    finally:
+        os.environ.pop(name, None)
+    assert dynvm.counters["recompiles"] == 2
+
+
+class _LayerStack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(4))
+        self.depth = 3
+
+    def forward(self, x):
+        for layer in self.layers[: self.depth]:  # Llama's decoder loop
+            x = layer(x)
+        for layer in self.layers[::-2]:
+            x = x + layer(x)
+        return x, len(self.layers[1:]), isinstance(self.layers[:2], torch.nn.ModuleList)
+
+
+def test_a_slice_of_a_module_list_is_traced():
+    # Slicing a ModuleList broke the graph ("indexing a ModuleList object").
+    model = _LayerStack().eval()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        report = dynvm.explain(model)(x)
+        assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+        compiled = dynvm.compile(model, backend="eager")
+        for depth in (3, 1):  # the bound is guarded
+            model.depth = depth
+            got, want = compiled(x), model(x)
+            assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+
+
+def test_a_returned_module_list_slice_is_a_new_container_on_every_call():
+    layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+    compiled = dynvm.compile(lambda: layers[1:], backend="eager")
+    first, second = compiled(), compiled()
+    assert first is not second and isinstance(first, torch.nn.ModuleList)
+    assert list(first) == list(second) == list(layers)[1:]
+
+
+def _renamed_lookup(table, key):
+    try:
+        return table[key]
+    except KeyError:
+        raise LookupError("no " + key) from None
+
+
+def _scaled_or_shifted(x, table):
+    try:
+        return x * _renamed_lookup(table, "scale")
+    except LookupError as error:
+        if error.__cause__ is None and error.__suppress_context__:
+            return x - 1
+        return x + 1
+
+
+def test_raise_from_inside_called_functions_stays_in_the_graph():
+    # `raise ... from None` (os.environ's __getitem__) ended the trace.
+    def fn(x, table):
+        return _scaled_or_shifted(x, table)
+
+    x = torch.randn(3)
+    for table in ({"scale": 2.0}, {}):
+        report = dynvm.explain(fn)(x, table)
+        assert report.graph_break_count == 0, report.break_reasons
+        assert torch.equal(dynvm.compile(fn, backend="eager")(x, table), fn(x, table))
+
+
+def _two_parameters(a, b=2):
+    return a + b
+
+
+class _ChunkedForward(torch.nn.Module):
+    def forward_chunk(self, hidden):
+        return hidden * 2
+
+    def forward(self, x):
+        # transformers' apply_chunking_to_forward counts the parameters of a bound method.
+        arity = len(inspect.signature(self.forward_chunk).parameters)
+        names = list(inspect.signature(_two_parameters).parameters)
+        return self.forward_chunk(x) + arity, names
+
+
+def test_inspect_signature_of_functions_and_bound_methods_is_a_constant():
+    model = _ChunkedForward()
+    x = torch.randn(3)
+    report = dynvm.explain(model)(x)
+    assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+    got, want = dynvm.compile(model, backend="eager")(x), model(x)
+    assert torch.equal(got[0], want[0]) and got[1] == want[1] == ["a", "b"]

@@ -1,4 +1,6 @@
 // Source chains print as Python-like paths used by guards and explain().
+#include <string>
+
 #include "dynvm/vm/source.h"
 #include "catch.h"
 
@@ -11,6 +13,10 @@ TEST_CASE("sources print as paths") {
   CHECK(w->to_string() == "L['self'].layers[0].weight");
   CHECK(w->base()->base()->kind() == Source::Kind::ModuleChild);
   CHECK(Source::key(Source::global("cfg"), "lr")->to_string() == "G['cfg']['lr']");
+  // Bytes keys (os.environ's storage) print as literals, one text per byte string.
+  CHECK(Source::bytes_key(Source::global("env"), "PATH")->to_string() == "G['env'][b'PATH']");
+  CHECK(Source::bytes_key(Source::global("env"), std::string("a'\\\n\0", 5))->to_string() ==
+        "G['env'][b'a\\x27\\x5c\\x0a\\x00']");
   CHECK(Source::builtin("len")->to_string() == "B['len']");
   CHECK(Source::module("torch.nn")->to_string() == "M['torch.nn']");
   CHECK(Source::attr(Source::closure("scale", 1), "value")->to_string() == "C['scale'].value");

@@ -25,6 +25,7 @@ class Source {
     ModuleBuffer,  // base._buffers[name]
     ModuleChild,   // base._modules[name]
     Key,           // base[name] with a string key
+    BytesKey,      // base[name] with a bytes key (name holds its bytes: os.environ._data)
     Index,         // base[index] with an integer index
     Stack,         // an entry of the traced frame's value stack (bottom = 0), when a trace
                    // starts mid-frame after a graph break
@@ -39,6 +40,7 @@ class Source {
   static SourcePtr attr(SourcePtr base, std::string name);
   static SourcePtr module_member(Kind kind, SourcePtr base, std::string name);
   static SourcePtr key(SourcePtr base, std::string key);
+  static SourcePtr bytes_key(SourcePtr base, std::string bytes);
   static SourcePtr item(SourcePtr base, int64_t index);
   // A member of an nn.Module tree by its dotted name ("layer1.0.conv1.weight"): the
   // submodules as ModuleChild, the last part as `last` (ModuleParam, ModuleBuffer or

@@ -41,7 +41,7 @@ class SourceTable {
     Source::Kind kind = Source::Kind::Local;  // source->kind(), kept here for the hot path
     int64_t index = 0;                        // source->index()
     // Global/Builtin/Attr/Key: the name as an interned str. ModuleParam/ModuleBuffer/
-    // ModuleChild: the member's name. Index: the index as an int. Owned.
+    // ModuleChild: the member's name. BytesKey: the bytes. Index: the index as an int. Owned.
     PyRef key;
     // ModuleParam/ModuleBuffer/ModuleChild: "_parameters", "_buffers" or "_modules". Owned.
     PyRef container;

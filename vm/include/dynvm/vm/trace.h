@@ -63,9 +63,14 @@ struct OutputRecipe {
                    // every call raises as a new object (tracebacks must not pile up)
   };
   Kind kind = Kind::Constant;
-  int index = -1;                   // GraphOutput: which graph output; see the kinds above
-  int memo = -1;                    // >= 0: keep what this builds, for MemoRef (identity)
-  PyRef constant;                   // Constant; Dict: the keys tuple; Tuple: the type
+  int index = -1;  // GraphOutput: which graph output; see the kinds above
+  int memo = -1;   // >= 0: keep what this builds, for MemoRef (identity)
+  // Constant; Dict: the keys tuple; Tuple: the type; NewObject: (class, attribute names or
+  // None, item keys or None): with names, `items` start with one value per name (set with
+  // object.__setattr__); with None, items[0] is a Dict that becomes the object's __dict__.
+  // Item keys (a dict subclass) take the values after those, set through the builtin dict
+  // base's own __setitem__.
+  PyRef constant;
   PyRef dict_type;                  // Dict: the dict subclass it is (OrderedDict); null: dict
   SourcePtr source;                 // FromSource
   std::vector<OutputRecipe> items;  // Tuple, List, Dict values
@@ -79,6 +84,11 @@ struct SideEffect {
     ReplaceList,      // target[:] = value (a List recipe)
     ReplaceDict,      // target.clear(); target.update(value) (a Dict recipe)
     AdvanceIterator,  // next(target) value times (a Constant int): what the trace consumed
+    // object.__setattr__(target, name, value): the class's own __setattr__ is not called.
+    GenericSetAttr,
+    // target[name] = value for an instance of a dict subclass, through its builtin base's own
+    // __setitem__ (dict's or OrderedDict's), not the class's.
+    BaseSetItem,
   };
   Kind kind = Kind::SetAttr;
   SourcePtr target;

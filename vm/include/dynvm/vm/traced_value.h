@@ -49,8 +49,9 @@ class TracedValue {
     GradMode,      // torch.no_grad()/enable_grad()/set_grad_enabled(b) context manager
     GradModeExit,  // the __exit__ of a GradMode, restoring `flag`
     Super,         // super() bound to (items[0] = class object, items[1] = self)
-    NewObject,     // an instance of a user class made by the trace: attributes in
-                   // keys/items, its class in class_value
+    NewObject,     // an instance of a user class made by the trace: its __dict__ in
+                   // instance_dict, its class in class_value; for a subclass of dict or
+                   // OrderedDict, the items it holds as a mapping in mapping_items
     Partial,       // functools.partial: function, items = bound args, kwdefaults = keywords
     DictView,      // d.keys(), d.values() or d.items() (view_of): a live view of the Dict in
                    // self_value, so it sees the dict's later mutations as Python's views do
@@ -62,15 +63,17 @@ class TracedValue {
   PyRef obj;         // Constant/Object/Range: the object; Tensor: the fake tensor
   graph::Value* graph_value = nullptr;  // Tensor: its graph value
   PyRef tensor_type;                    // Tensor: the Python type (Tensor, Parameter, ...)
-  std::vector<ValuePtr> items;          // Tuple, List, Slice, Iterator, Cell, Super, Dict values
-  std::vector<ValuePtr> keys;           // Dict: keys (Constant values)
-  size_t position = 0;                  // Iterator: next item
-  bool is_size = false;                 // Tuple: a torch.Size
-  bool mutable_here = false;            // List/Dict/Cell: made by the trace, may be mutated
-  bool flag = false;                    // GradMode/GradModeExit: the grad mode it sets
-  ViewOf view_of = ViewOf::Keys;        // DictView: which view
-  ValuePtr self_value;                  // BoundMethod: self; DictView: the dict
-  ValuePtr function;                    // BoundMethod: the function
+  // Tuple, List, Slice, Iterator, Cell, Super, Dict values; Object without a source: the
+  // children of a slice of a ModuleList or Sequential the trace took (see module_children)
+  std::vector<ValuePtr> items;
+  std::vector<ValuePtr> keys;     // Dict: keys (Constant values)
+  size_t position = 0;            // Iterator: next item
+  bool is_size = false;           // Tuple: a torch.Size
+  bool mutable_here = false;      // List/Dict/Cell: made by the trace, may be mutated
+  bool flag = false;              // GradMode/GradModeExit: the grad mode it sets
+  ViewOf view_of = ViewOf::Keys;  // DictView: which view
+  ValuePtr self_value;            // BoundMethod: self; DictView: the dict
+  ValuePtr function;              // BoundMethod: the function
   // Function made by MAKE_FUNCTION.
   std::shared_ptr<const frontend::CodeInfo> code;
   PyRef code_object;    // the PyCodeObject it came from (for eager fallback and names)
@@ -81,6 +84,11 @@ class TracedValue {
   std::string qualname;
   // NewObject: the class (an Object with a source). Tuple: a named tuple's class.
   ValuePtr class_value;
+  // NewObject: its attributes, a Dict made by the trace (what obj.__dict__ is).
+  ValuePtr instance_dict;
+  // NewObject of a dict or OrderedDict subclass: the contents of its builtin dict part, a Dict
+  // whose class is that builtin base (what dict's own methods read and write).
+  ValuePtr mapping_items;
 
   static ValuePtr null();
   static ValuePtr constant(PyRef object, SourcePtr source = nullptr);
