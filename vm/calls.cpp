@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "copies.h"
 #include "inline_frame.h"
 #include "known_objects.h"
 #include "trace_context.h"
@@ -489,7 +490,7 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
         args[0]->is_tensor()) {
       unsupported("data-dependent value: " + name + "() of a tensor");
     }
-    if (name == "bool" && args.size() == 1) return bool_value(truthiness(args[0]));
+    if (name == "bool" && args.size() == 1) return bool_value(truth_value(ctx, args[0]));
     if (name == "callable" && args.size() == 1 && !concrete_object(args[0])) {
       return bool_value(args[0]->is(TracedValue::Kind::Function) ||
                         args[0]->is(TracedValue::Kind::BoundMethod));
@@ -1104,6 +1105,10 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     return mode;
   }
   if (fn == k.inspect_signature.get()) return signature_of(args, kwargs);
+  if ((fn == k.copy_copy.get() || fn == k.copy_deepcopy.get()) && args.size() == 1 &&
+      kwargs.empty()) {
+    return copy_value(ctx, args[0], fn == k.copy_deepcopy.get());
+  }
   if (fn == k.is_grad_enabled.get()) {
     // The trace already guards the grad mode it started under; inside the function the
     // mode only changes through traced context managers.

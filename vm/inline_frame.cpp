@@ -128,7 +128,7 @@ void InlineFrame::jump_if(bool pop_always, bool jump_when, const Instruction& in
     if (v->is_tensor()) {
       unsupported("data-dependent control flow: branching on the value of a tensor");
     }
-    truth = truthiness(v);
+    truth = truth_value(context_, v);
   }
   if (truth == jump_when) {
     if (pop_always) pop();
@@ -503,7 +503,7 @@ void InlineFrame::step(const Instruction& ins) {
     case Op::UnaryInvert: {
       ValuePtr v = pop();
       if (n.op == Op::UnaryNot && !v->is_tensor()) {
-        push(TracedValue::constant(PyRef::borrow(truthiness(v) ? Py_False : Py_True)));
+        push(TracedValue::constant(PyRef::borrow(truth_value(context_, v) ? Py_False : Py_True)));
         return;
       }
       push(unary_operation(context_, unary_operator_name(n.op), v));

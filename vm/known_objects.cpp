@@ -76,6 +76,10 @@ KnownObjects* load() {
   PyRef inspect = PyRef::steal(PyImport_ImportModule("inspect"));
   if (!inspect) return nullptr;
   k->inspect_signature = attr(inspect.get(), "signature");
+  PyRef copy = PyRef::steal(PyImport_ImportModule("copy"));
+  if (!copy) return nullptr;
+  k->copy_copy = attr(copy.get(), "copy");
+  k->copy_deepcopy = attr(copy.get(), "deepcopy");
   if (k->tracing) {
     k->grad_mode_exit_type = PyRef::steal(PyObject_GetAttrString(k->tracing.get(), "GradModeExit"));
   }

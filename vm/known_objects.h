@@ -26,19 +26,20 @@ struct KnownObjects {
   // torch.compiler.is_compiling and its older spellings: true in traced code, as under
   // Dynamo, so that libraries take their compile-friendly paths.
   std::vector<PyRef> is_compiling;
-  PyRef is_exporting;         // torch.compiler.is_exporting: false (dynvm does not export)
-  PyRef module_call;          // torch.nn.Module.__call__ (and _call_impl)
-  PyRef module_getattr;       // torch.nn.Module.__getattr__
-  PyRef operator_module;      // the operator module
-  PyRef ordered_dict_type;    // collections.OrderedDict
-  PyRef object_getattribute;  // object.__getattribute__ (a slot wrapper)
-  PyRef mapping_contains;     // collections.abc.Mapping.__contains__ (try: self[key] ...)
-  PyRef mapping_get;          // collections.abc.Mapping.get (likewise)
-  PyRef sequence_iter;        // collections.abc.Sequence.__iter__ (self[i] until IndexError)
-  PyRef inspect_signature;    // inspect.signature
-  PyRef builtins;             // the builtins module's dict
-  PyRef tracing;              // dynvm._tracing
-  PyRef grad_mode_exit_type;  // dynvm._tracing.GradModeExit (rebuilt `with` exits)
+  PyRef is_exporting;              // torch.compiler.is_exporting: false (dynvm does not export)
+  PyRef module_call;               // torch.nn.Module.__call__ (and _call_impl)
+  PyRef module_getattr;            // torch.nn.Module.__getattr__
+  PyRef operator_module;           // the operator module
+  PyRef ordered_dict_type;         // collections.OrderedDict
+  PyRef object_getattribute;       // object.__getattribute__ (a slot wrapper)
+  PyRef mapping_contains;          // collections.abc.Mapping.__contains__ (try: self[key] ...)
+  PyRef mapping_get;               // collections.abc.Mapping.get (likewise)
+  PyRef sequence_iter;             // collections.abc.Sequence.__iter__ (self[i] until IndexError)
+  PyRef inspect_signature;         // inspect.signature
+  PyRef copy_copy, copy_deepcopy;  // copy.copy, copy.deepcopy
+  PyRef builtins;                  // the builtins module's dict
+  PyRef tracing;                   // dynvm._tracing
+  PyRef grad_mode_exit_type;       // dynvm._tracing.GradModeExit (rebuilt `with` exits)
 
   // Loads them on first use; false (with the Python error set) when torch is missing.
   static const KnownObjects* get();

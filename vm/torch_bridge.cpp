@@ -492,6 +492,24 @@ class TorchBridge::RecipeBuilder {
     return build_new(v);
   }
 
+  // The value a side effect replays: how many items a live iterator gave, the new contents
+  // of a list or dict replaced in place, or the value set.
+  OutputRecipe side_effect_value(const TraceContext::PendingSideEffect& effect) {
+    switch (effect.kind) {
+      case SideEffect::Kind::AdvanceIterator: {
+        OutputRecipe r;
+        r.kind = OutputRecipe::Kind::Constant;
+        r.constant = PyRef::steal(PyLong_FromSize_t(effect.value->position));
+        return r;
+      }
+      case SideEffect::Kind::ReplaceList:
+      case SideEffect::Kind::ReplaceDict:
+        return build_contents(effect.value);
+      default:
+        return build(effect.value);
+    }
+  }
+
   // The new contents of a list or dict that existed before the call (a side effect's
   // value): its items, not the container itself.
   OutputRecipe build_contents(const ValuePtr& v) {
@@ -594,8 +612,9 @@ class TorchBridge::RecipeBuilder {
           r.constant = bridge_.to_python(v);
           return r;
         }
-        // A container that existed before the call is itself; its mutations are replayed.
-        if (for_resume_ && v->source && v->obj) return from_source(v->source);
+        // A container that existed before the call is itself (returned, or rebuilt for a
+        // resume); its mutations are replayed.
+        if (v->source && v->obj) return from_source(v->source);
         r.kind =
             v->is(TracedValue::Kind::Tuple) ? OutputRecipe::Kind::Tuple : OutputRecipe::Kind::List;
         if (v->is(TracedValue::Kind::Tuple) && v->class_value) {
@@ -629,7 +648,7 @@ class TorchBridge::RecipeBuilder {
         return r;
       }
       case TracedValue::Kind::Dict: {
-        if (for_resume_ && v->source && v->obj) return from_source(v->source);
+        if (v->source && v->obj) return from_source(v->source);
         r.kind = OutputRecipe::Kind::Dict;
         PyRef keys = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(v->keys.size())));
         for (size_t i = 0; i < v->keys.size(); ++i) {
@@ -701,28 +720,14 @@ class TorchBridge::RecipeBuilder {
   std::map<const TracedValue*, int> memo_;
 };
 
-namespace {
-
-// How many items the trace took from a live iterator (an Iterator with a source).
-OutputRecipe consumed(const ValuePtr& iterator) {
-  OutputRecipe r;
-  r.kind = OutputRecipe::Kind::Constant;
-  r.constant = PyRef::steal(PyLong_FromSize_t(iterator->position));
-  return r;
-}
-
-}  // namespace
-
 OutputRecipe TorchBridge::output_recipe(const ValuePtr& value,
                                         const std::vector<TraceContext::PendingSideEffect>& pending,
                                         std::vector<SideEffect>* side_effects) {
   RecipeBuilder builder(*this, false);
   OutputRecipe recipe = builder.build(value);
   for (const auto& effect : pending) {
-    side_effects->push_back(SideEffect{effect.kind, effect.target, effect.name,
-                                       effect.kind == SideEffect::Kind::AdvanceIterator
-                                           ? consumed(effect.value)
-                                           : builder.build(effect.value)});
+    side_effects->push_back(
+        SideEffect{effect.kind, effect.target, effect.name, builder.side_effect_value(effect)});
   }
   return recipe;
 }
@@ -736,16 +741,8 @@ void TorchBridge::resume_recipes(const std::vector<ValuePtr>& locals,
   // Side effects first: they run before the frame is rebuilt, and may create the objects
   // (kept for identity) that the frame's values then refer to.
   for (const auto& effect : pending) {
-    if (effect.kind == SideEffect::Kind::AdvanceIterator) {
-      side_effects->push_back(
-          SideEffect{effect.kind, effect.target, effect.name, consumed(effect.value)});
-      continue;
-    }
-    bool replace = effect.kind == SideEffect::Kind::ReplaceList ||
-                   effect.kind == SideEffect::Kind::ReplaceDict;
     side_effects->push_back(
-        SideEffect{effect.kind, effect.target, effect.name,
-                   replace ? builder.build_contents(effect.value) : builder.build(effect.value)});
+        SideEffect{effect.kind, effect.target, effect.name, builder.side_effect_value(effect)});
   }
   for (size_t i = 0; i < locals.size(); ++i) {
     const ValuePtr& v = locals[i];

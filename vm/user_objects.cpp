@@ -592,6 +592,36 @@ bool new_object_truth(const ValuePtr& object, bool* known_truth) {
   return false;
 }
 
+bool truth_value(TraceContext& ctx, const ValuePtr& value) {
+  bool user_object =
+      value->is(TracedValue::Kind::NewObject) ||
+      (value->is(TracedValue::Kind::Object) && value->source && value->py() != nullptr &&
+       !is_module(value->py()) && !PyType_Check(value->py()) && !PyModule_Check(value->py()));
+  if (!user_object) return truthiness(value);
+  PyObject* type = value->is(TracedValue::Kind::NewObject)
+                       ? value->class_value->py()
+                       : reinterpret_cast<PyObject*>(Py_TYPE(value->py()));
+  PyObject* as_bool = lookup_type_attr(type, "__bool__");
+  PyObject* as_len = lookup_type_attr(type, "__len__");
+  if (as_bool != nullptr && PyFunction_Check(as_bool)) {
+    ValuePtr result = call_dunder(ctx, value, "__bool__", {});
+    if (!result || !result->is_constant() || !PyBool_Check(result->py())) {
+      unsupported("__bool__ of a " + value->describe() + " returned no constant bool");
+    }
+    return result->py() == Py_True;
+  }
+  if (as_bool == nullptr && as_len != nullptr && PyFunction_Check(as_len)) {
+    ValuePtr result = call_dunder(ctx, value, "__len__", {});
+    if (!result || !result->is_constant() || !PyLong_Check(result->py())) {
+      unsupported("__len__ of a " + value->describe() + " returned no constant int");
+    }
+    // A negative length raises ValueError in Python: left to eager execution.
+    if (_PyLong_Sign(result->py()) < 0) unsupported("__len__ of a " + value->describe() + " < 0");
+    return _PyLong_Sign(result->py()) > 0;
+  }
+  return truthiness(value);
+}
+
 ValuePtr make_named_tuple(TraceContext& ctx, const ValuePtr& class_value,
                           const std::vector<ValuePtr>& args, const KwArgs& kwargs) {
   PyObject* type = class_value->py();

@@ -53,6 +53,9 @@ bool new_object_mapping_items(TraceContext& ctx, const ValuePtr& value, std::vec
 // Python truthiness of a NewObject when it is known without running its code (no __bool__ or
 // __len__ of Python code): sets *known false otherwise.
 bool new_object_truth(const ValuePtr& object, bool* known);
+// Python truthiness of any traced value, running (inlining) a Python __bool__ or __len__ of the
+// class of an object the trace made or read from a source (a cache object passed in).
+bool truth_value(TraceContext& ctx, const ValuePtr& value);
 // A named tuple class called with traced fields.
 ValuePtr make_named_tuple(TraceContext& ctx, const ValuePtr& class_value,
                           const std::vector<ValuePtr>& args, const KwArgs& kwargs);

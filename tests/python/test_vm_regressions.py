@@ -1,5 +1,6 @@
 """Regression tests for VM bugs found while building it: each one failed before its fix."""
 import collections.abc
+import copy
 import inspect
 import subprocess
 import sys
@@ -672,3 +673,79 @@ def test_inspect_signature_of_functions_and_bound_methods_is_a_constant():
     assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
     got, want = dynvm.compile(model, backend="eager")(x), model(x)
     assert torch.equal(got[0], want[0]) and got[1] == want[1] == ["a", "b"]
+
+
+class _LayeredCache:
+    def __init__(self, layers):
+        self.layers = list(range(layers))
+
+    def __len__(self):
+        return len(self.layers)
+
+
+class _Flagged:
+    def __init__(self, on):
+        self.on = on
+
+    def __bool__(self):
+        return self.on
+
+
+def test_truth_of_objects_with_a_python_len_or_bool_is_traced():
+    # `if past_key_values and ...` on a cache object (Whisper) broke the graph.
+    def fn(x, cache):
+        flag = _Flagged(x.dim() == 1)
+        if cache and flag:
+            return x + len(cache)
+        return x - 1 if not cache else x * 2
+
+    x = torch.randn(3)
+    for layers in (0, 2):
+        cache = _LayeredCache(layers)
+        report = dynvm.explain(fn)(x, cache)
+        assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+        assert torch.equal(dynvm.compile(fn, backend="eager")(x, cache), fn(x, cache))
+
+
+class _CopiedSettings:
+    def __init__(self):
+        self.depth = 2
+        self.names = ["a", "b"]
+        self.nested = {"sizes": [1, 2]}
+        self.dtype = torch.float32
+
+
+def _copy_and_edit(x, settings):
+    # transformers' get_text_config deep-copies a legacy config and edits the copy.
+    private = copy.deepcopy(settings)
+    private.depth = 5
+    private.names.append("c")
+    private.nested["sizes"].append(3)
+    shallow = copy.copy(settings)
+    return x * private.depth + len(private.names) + shallow.depth, private, shallow
+
+
+def test_copies_of_a_config_object_are_traced_and_leave_the_original_alone():
+    x = torch.randn(3)
+    settings = _CopiedSettings()
+    report = dynvm.explain(_copy_and_edit)(x, settings)
+    assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+    got = dynvm.compile(_copy_and_edit, backend="eager")(x, settings)
+    assert vars(settings) == vars(_CopiedSettings())  # the original is untouched
+    want = _copy_and_edit(x, _CopiedSettings())
+    assert torch.equal(got[0], want[0])
+    assert vars(got[1]) == vars(want[1]) and type(got[1]) is _CopiedSettings
+    assert got[2] is not settings and got[2].names is settings.names  # shallow: shared items
+    assert got[1].names is not settings.names
+
+
+def test_containers_passed_in_and_returned_are_the_objects_passed():
+    # A returned list or dict that existed before the call was rebuilt as a new container.
+    def fn(x, items, table):
+        items.append(1)
+        return x + 1, items, table, (items, table)
+
+    items, table = [], {"a": 1}
+    got = dynvm.compile(fn, backend="eager", fullgraph=True)(torch.ones(2), items, table)
+    assert got[1] is items and got[2] is table and got[3][0] is items and got[3][1] is table
+    assert items == [1]
