@@ -302,6 +302,24 @@ ValuePtr super_attribute(TraceContext& ctx, const ValuePtr& sup, const std::stri
 
 }  // namespace
 
+void store_attribute(TraceContext& ctx, const ValuePtr& object, const std::string& name,
+                     const ValuePtr& value) {
+  if (object->is(TracedValue::Kind::NewObject) && object->mutable_here) {
+    set_attribute(ctx, object, name, value);
+    return;
+  }
+  if (ctx.record_attribute_write(object, name, value)) return;
+  unsupported("assignment to attribute '" + name + "' of a " + object->describe());
+}
+
+void delete_attribute_of(TraceContext& ctx, const ValuePtr& object, const std::string& name) {
+  if (object->is(TracedValue::Kind::NewObject) && object->mutable_here) {
+    delete_attribute(ctx, object, name);
+    return;
+  }
+  unsupported("deleting attribute '" + name + "' of a " + object->describe());
+}
+
 ValuePtr load_attribute(TraceContext& ctx, const ValuePtr& object, const std::string& name) {
   if (ValuePtr written = ctx.attribute_written(object, name)) return written;
   switch (object->kind) {

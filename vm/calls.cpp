@@ -141,6 +141,13 @@ ValuePtr call_concrete(PyObject* callable, const std::vector<ValuePtr>& args,
   return from_concrete(result.get());
 }
 
+// Whether `fn` carries torch._dynamo.assume_constant_result's marker.
+bool marked_constant(PyObject* fn) {
+  PyRef flag = PyRef::steal(PyObject_GetAttrString(fn, "_dynamo_marked_constant"));
+  if (!flag) PyErr_Clear();
+  return flag.get() == Py_True;
+}
+
 bool is_pure_module(const std::string& module) {
   return module == "math" || module == "cmath" || module == "operator" || module == "_operator";
 }
@@ -353,6 +360,18 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       }
     }
     return load_attribute(ctx, args[0], PyUnicode_AsUTF8(attr_name.get()));
+  }
+  if ((name == "setattr" && args.size() == 3) || (name == "delattr" && args.size() == 2)) {
+    PyRef attr_name = concrete_object(args[1]);
+    if (!attr_name || !PyUnicode_Check(attr_name.get())) {
+      unsupported(name + "() with a non-constant name");
+    }
+    if (name == "setattr") {
+      store_attribute(ctx, args[0], PyUnicode_AsUTF8(attr_name.get()), args[2]);
+    } else {
+      delete_attribute_of(ctx, args[0], PyUnicode_AsUTF8(attr_name.get()));
+    }
+    return TracedValue::constant(PyRef::borrow(Py_None));
   }
   if (name == "hasattr" && args.size() == 2) {
     PyRef attr_name = concrete_object(args[1]);
@@ -1244,6 +1263,19 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
   }
   if (ValuePtr result = call_builtin_base_method(ctx, fn, args, kwargs)) return result;
   if (is_torch_callable(fn)) return ctx.bridge->call(fn, args, kwargs);
+  if (callable->source && marked_constant(fn) && all_concrete(args, kwargs)) {
+    // torch._dynamo.assume_constant_result (transformers' install probes): its answer is
+    // fixed for the process, so it is called now and its result kept as a constant.
+    return call_concrete(fn, args, kwargs);
+  }
+  if (callable->source && std::strcmp(Py_TYPE(fn)->tp_name, "functools._lru_cache_wrapper") == 0) {
+    // functools.lru_cache: the function it wraps runs (as under Dynamo, the cache is not
+    // consulted; a cached function is expected to be pure).
+    PyRef wrapped = PyRef::steal(PyObject_GetAttrString(fn, "__wrapped__"));
+    if (!wrapped) unsupported_from_python_error("an lru_cache wrapper");
+    return call_value(ctx, ctx.wrap(wrapped.get(), Source::attr(callable->source, "__wrapped__")),
+                      std::move(args), std::move(kwargs));
+  }
   if (PyFunction_Check(fn))
     return inline_function(ctx, callable, std::move(args), std::move(kwargs));
   if (PyMethod_Check(fn)) {
@@ -1254,6 +1286,37 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     ValuePtr func_value = ctx.wrap(func, Source::attr(callable->source, "__func__"));
     args.insert(args.begin(), self_value);
     return call_value(ctx, func_value, std::move(args), std::move(kwargs));
+  }
+  if (callable->source && std::strcmp(Py_TYPE(fn)->tp_name, "functools.partial") == 0) {
+    // A partial that existed before the call (an activation built with
+    // functools.partial(F.gelu, approximate="tanh")): its parts are read and guarded.
+    ValuePtr func = ctx.wrap(PyRef::steal(PyObject_GetAttrString(fn, "func")).get(),
+                             Source::attr(callable->source, "func"));
+    PyRef bound_args = PyRef::steal(PyObject_GetAttrString(fn, "args"));
+    PyRef keywords = PyRef::steal(PyObject_GetAttrString(fn, "keywords"));
+    if (!bound_args || !keywords || !PyTuple_Check(bound_args.get()) ||
+        !PyDict_Check(keywords.get())) {
+      unsupported_from_python_error("a functools.partial object");
+    }
+    std::vector<ValuePtr> all =
+        iterate(ctx, ctx.wrap(bound_args.get(), Source::attr(callable->source, "args")));
+    all.insert(all.end(), args.begin(), args.end());
+    ValuePtr bound_keywords = ctx.wrap(keywords.get(), Source::attr(callable->source, "keywords"));
+    KwArgs all_kwargs;
+    for (size_t i = 0; i < bound_keywords->keys.size(); ++i) {
+      all_kwargs.emplace_back(PyUnicode_AsUTF8(bound_keywords->keys[i]->py()),
+                              bound_keywords->items[i]);
+    }
+    for (auto& [key, value] : kwargs) {
+      auto same = std::find_if(all_kwargs.begin(), all_kwargs.end(),
+                               [&key = key](const auto& kv) { return kv.first == key; });
+      if (same != all_kwargs.end()) {
+        same->second = value;  // the call's keywords override the partial's
+      } else {
+        all_kwargs.emplace_back(key, value);
+      }
+    }
+    return call_value(ctx, func, std::move(all), std::move(all_kwargs));
   }
   unsupported("call to " + name_of(fn));
 }

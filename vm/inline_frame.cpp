@@ -480,23 +480,12 @@ void InlineFrame::step(const Instruction& ins) {
     case Op::StoreAttr: {
       ValuePtr obj = pop();
       ValuePtr value = pop();
-      if (obj->is(TracedValue::Kind::NewObject) && obj->mutable_here) {
-        set_attribute(context_, obj, code_->names.at(n.index), value);
-        return;
-      }
-      if (context_.record_attribute_write(obj, code_->names.at(n.index), value)) return;
-      unsupported("assignment to attribute '" + code_->names.at(n.index) + "' of a " +
-                  obj->describe());
+      store_attribute(context_, obj, code_->names.at(n.index), value);
+      return;
     }
-    case Op::DeleteAttr: {
-      ValuePtr obj = pop();
-      const std::string& name = code_->names.at(n.index);
-      if (obj->is(TracedValue::Kind::NewObject) && obj->mutable_here) {
-        delete_attribute(context_, obj, name);
-        return;
-      }
-      unsupported("deleting attribute '" + name + "' of a " + obj->describe());
-    }
+    case Op::DeleteAttr:
+      delete_attribute_of(context_, pop(), code_->names.at(n.index));
+      return;
     case Op::UnaryPositive:
     case Op::UnaryNegative:
     case Op::UnaryNot:

@@ -116,6 +116,13 @@ ValuePtr inline_function(TraceContext& context, const ValuePtr& function,
 // to have no such attribute).
 ValuePtr load_attribute(TraceContext& context, const ValuePtr& object, const std::string& name);
 
+// obj.name = value (STORE_ATTR, setattr()) and del obj.name (DELETE_ATTR, delattr()) for a
+// traced object: on an object the trace made, as its class does it; on one that existed
+// before the call, a side effect. Throw Unsupported.
+void store_attribute(TraceContext& context, const ValuePtr& object, const std::string& name,
+                     const ValuePtr& value);
+void delete_attribute_of(TraceContext& context, const ValuePtr& object, const std::string& name);
+
 // object.__getattribute__(obj, name) for a concrete object (kind Object): the lookup without
 // its class's own __getattribute__.
 ValuePtr generic_object_attribute(TraceContext& context, const ValuePtr& object,

@@ -1,6 +1,7 @@
 """Regression tests for VM bugs found while building it: each one failed before its fix."""
 import collections.abc
 import copy
+import functools
 import inspect
 import subprocess
 import sys
@@ -749,3 +750,79 @@ def test_containers_passed_in_and_returned_are_the_objects_passed():
     got = dynvm.compile(fn, backend="eager", fullgraph=True)(torch.ones(2), items, table)
     assert got[1] is items and got[2] is table and got[3][0] is items and got[3][1] is table
     assert items == [1]
+
+
+def test_setattr_and_delattr_builtins_are_traced():
+    # transformers' get_text_config renames a copied config's keys with delattr and setattr.
+    def fn(x, settings):
+        private = copy.deepcopy(settings)
+        for key in ("depth",):
+            value = getattr(private, key)
+            delattr(private, key)
+            setattr(private, "encoder_" + key, value + 1)
+        setattr(settings, "seen", True)  # a side effect on the object passed in
+        return x * private.encoder_depth, hasattr(private, "depth")
+
+    x = torch.randn(3)
+    report = dynvm.explain(fn)(x, _CopiedSettings())
+    assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+    got_settings, want_settings = _CopiedSettings(), _CopiedSettings()
+    got = dynvm.compile(fn, backend="eager")(x, got_settings)
+    want = fn(x, want_settings)
+    assert torch.equal(got[0], want[0]) and got[1] == want[1] is False
+    assert vars(got_settings) == vars(want_settings) and got_settings.seen is True
+
+
+class _PartialActivation(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = functools.partial(torch.nn.functional.gelu, approximate="tanh")
+        self.scaled = functools.partial(torch.mul, other=2.0)
+
+    def forward(self, x):
+        return self.act(x) + self.scaled(x) + self.scaled(x, other=3.0)
+
+
+def test_calls_of_functools_partial_objects_built_outside_the_trace():
+    # Gemma's activation is functools.partial(F.gelu, approximate="tanh"), built in __init__.
+    model = _PartialActivation()
+    x = torch.randn(3)
+    report = dynvm.explain(model)(x)
+    assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+    compiled = dynvm.compile(model, backend="eager")
+    assert torch.equal(compiled(x), model(x))
+    model.act = functools.partial(torch.nn.functional.gelu, approximate="none")  # guarded
+    assert torch.equal(compiled(x), model(x))
+
+
+_PROBE_CALLS = []
+
+
+@functools.lru_cache
+def _cached_scale():
+    return 3.0
+
+
+def _install_probe():
+    _PROBE_CALLS.append(1)
+    return True
+
+
+_install_probe._dynamo_marked_constant = True  # torch._dynamo.assume_constant_result's mark
+_cached_probe = functools.lru_cache(_install_probe)
+
+
+def test_lru_cached_and_constant_marked_functions_stay_in_the_graph():
+    # transformers' is_torch_distributed_available (lru_cache over a constant-marked probe)
+    # broke the graph in every FSDP check.
+    def fn(x):
+        return x * _cached_scale() if _cached_probe() else x
+
+    x = torch.randn(3)
+    report = dynvm.explain(fn)(x)
+    assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+    compiled = dynvm.compile(fn, backend="eager")
+    assert torch.equal(compiled(x), fn(x))
+    calls = len(_PROBE_CALLS)
+    compiled(x)
+    assert len(_PROBE_CALLS) == calls  # the probe's answer is a constant of the graph
