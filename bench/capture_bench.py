@@ -1,52 +1,106 @@
-"""Capture time: how long dynvm's VM takes to trace a model into a guarded graph (no code
-generation, no execution), against one eager forward pass of the same model.
+"""Capture time against Dynamo's: how long dynvm's VM takes to trace a model into guarded
+graphs (`dynvm.explain`, from a fresh `dynvm.reset()`: no code generation) and how long
+Dynamo takes (`torch._dynamo.explain`, from a fresh `torch._dynamo.reset()`: Dynamo's
+bytecode tracing with a backend that records each graph and returns its `forward`, so no
+AOTAutograd and no Inductor), on the models of bench/models_peer_bench.py (batch 1) by
+default, or on models of tests/models' registry named on the command line (batch 2).
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/capture_bench.py [model ...]
+Both explains also run the call once (the parts after a graph break have to see real
+values), so each wall time includes one run of the model, op by op. The table gives the
+wall times ("first": the first trace of the process, which also warms torch's fake-tensor
+machinery up; "best": the best of `--rounds` later ones, default 3 for dynvm and 2 for
+Dynamo), the ratio Dynamo/dynvm of the best wall times, and the same ratio with one eager
+forward (best of 3) taken off both sides ("net"), an estimate of tracing alone. The
+issue's target is a ratio of at least 10 on every model. Graphs and graph breaks are
+each side's count for the call. One intra-op thread (torch.set_num_threads(1)), no_grad.
 
-Each trace starts from a fresh dynvm.reset(); the first trace of a process also pays for
-torch's fake-tensor machinery warming up, so it is reported apart from the median of the
-later ones."""
+    PYTHONPATH=build/python python bench/capture_bench.py [--rounds N] [model ...]
+"""
 import os
-import statistics
 import sys
 import time
+import warnings
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, HERE)
 
 import dynvm  # noqa: E402
-from models import registry  # noqa: E402
+import models_peer_bench  # noqa: E402
 
-DEFAULT = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "densenet121",
-           "squeezenet1_1", "vit_b_16", "gpt2_block", "text_classifier"]
+THREADS = 1
+TARGET = 10.0
 
 
-def trace_seconds(model, x):
+def model_and_inputs(name):
+    if name in models_peer_bench.MODELS:
+        build, make_inputs = models_peer_bench.MODELS[name]
+        return build(), make_inputs()
+    from models import registry
+
+    spec = registry.spec(name)
+    return spec.build(), spec.make_inputs(2, 0)
+
+
+def dynvm_trace(model, args):
     dynvm.reset()
     start = time.perf_counter()
-    report = dynvm.explain(model)(x)
-    elapsed = time.perf_counter() - start
-    assert report.graph_count == 1 and report.graph_break_count == 0, report
-    return elapsed, sum(len(ops) for ops in report.ops_per_graph)
+    report = dynvm.explain(model)(*args)
+    return time.perf_counter() - start, report
 
 
-def main(names):
-    torch.set_grad_enabled(False)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(f"{'model':<16} {'ops':>5} {'first trace':>12} {'median trace':>13} {'eager forward':>14}")
-    for name in names:
-        spec = registry.spec(name)
-        model = spec.build()
-        (x,) = spec.make_inputs(2, 0)
-        first, ops = trace_seconds(model, x)
-        later = [trace_seconds(model, x)[0] for _ in range(5)]
+def dynamo_trace(model, args):
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    start = time.perf_counter()
+    report = torch._dynamo.explain(model)(*args)
+    return time.perf_counter() - start, report
+
+
+def best_forward(model, args, rounds=3):
+    best = float("inf")
+    for _ in range(rounds):
         start = time.perf_counter()
-        model(x)
-        eager = time.perf_counter() - start
-        print(f"{name:<16} {ops:>5} {first * 1e3:>10.1f}ms {statistics.median(later) * 1e3:>11.1f}ms"
-              f" {eager * 1e3:>12.1f}ms")
+        model(*args)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main(argv):
+    rounds = 3
+    if "--rounds" in argv:
+        at = argv.index("--rounds")
+        rounds = int(argv[at + 1])
+        argv = argv[:at] + argv[at + 2:]
+    names = argv or list(models_peer_bench.MODELS)
+    warnings.filterwarnings("ignore")
+    torch.set_grad_enabled(False)
+    torch.set_num_threads(THREADS)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} intra-op thread; dynvm.explain "
+          f"(best of {rounds}) against torch._dynamo.explain (best of {max(1, rounds - 1)})")
+    print(f"{'model':19} {'ops':>5} {'dv g/b':>7} {'Dy g/b':>7} {'dv first':>9} {'dv best':>9} "
+          f"{'Dy first':>9} {'Dy best':>9} {'forward':>9} {'Dy/dv':>6} {'net':>6} {'target':>10}")
+    for name in names:
+        model, args = model_and_inputs(name)
+        model(*args)
+        dv_first, report = dynvm_trace(model, args)
+        dv_best = min(dynvm_trace(model, args)[0] for _ in range(rounds))
+        dy_first, theirs = dynamo_trace(model, args)
+        dy_best = min(dynamo_trace(model, args)[0] for _ in range(max(1, rounds - 1)))
+        forward = best_forward(model, args)
+        ratio = dy_best / dv_best
+        net = (dy_best - forward) / max(dv_best - forward, 1e-9)
+        ops = sum(len(ops) for ops in report.ops_per_graph)
+        target = f">={TARGET:.0f} {'met' if ratio >= TARGET else 'MISS'}"
+        print(f"{name:19} {ops:5d} {report.graph_count:>3}/{report.graph_break_count:<3} "
+              f"{theirs.graph_count:>3}/{theirs.graph_break_count:<3} "
+              f"{dv_first * 1e3:7.0f}ms {dv_best * 1e3:7.0f}ms {dy_first * 1e3:7.0f}ms "
+              f"{dy_best * 1e3:7.0f}ms {forward * 1e3:7.1f}ms {ratio:6.1f} {net:6.1f} {target:>10}",
+              flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or DEFAULT)
+    main(sys.argv[1:])

@@ -5,23 +5,16 @@ convolutions and matmuls), in one run, with the largest difference from eager.
     PYTHONPATH=build/python:tests /usr/bin/python3 bench/models_backend_bench.py [names...]
 """
 import sys
-import time
 
 import torch
 
 import dynvm
 from models import registry
+from timing import seconds_per_call
 
 
 def seconds(fn, x, rounds=5):
-    fn(x)
-    fn(x)
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn(x)
-        best = min(best, time.perf_counter() - start)
-    return best
+    return seconds_per_call(fn, (x,), min_time=0, rounds=rounds, warmup=2)
 
 
 def main():

@@ -22,3 +22,17 @@ def seconds_per_call(fn, args, min_time=0.3, rounds=5, warmup=3):
             fn(*args)
         best = min(best, (time.perf_counter() - start) / calls)
     return best
+
+
+def interleaved_best(fns, args, repeats=3, warmup=3, **kwargs):
+    """The best seconds_per_call(fn, args, **kwargs) of each of `fns` over `repeats` passes
+    that time every fn in turn, after `warmup` calls of each: on a shared machine a burst of
+    load then slows each side alike instead of the one that happened to be running."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn(*args)
+    best = [float("inf")] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            best[i] = min(best[i], seconds_per_call(fn, args, warmup=0, **kwargs))
+    return best
