@@ -80,6 +80,9 @@ KnownObjects* load() {
   if (!copy) return nullptr;
   k->copy_copy = attr(copy.get(), "copy");
   k->copy_deepcopy = attr(copy.get(), "deepcopy");
+  PyRef enum_module = PyRef::steal(PyImport_ImportModule("enum"));
+  if (!enum_module) return nullptr;
+  k->enum_type = attr(enum_module.get(), "Enum");
   if (k->tracing) {
     k->grad_mode_exit_type = PyRef::steal(PyObject_GetAttrString(k->tracing.get(), "GradModeExit"));
   }

@@ -37,6 +37,7 @@ struct KnownObjects {
   PyRef sequence_iter;             // collections.abc.Sequence.__iter__ (self[i] until IndexError)
   PyRef inspect_signature;         // inspect.signature
   PyRef copy_copy, copy_deepcopy;  // copy.copy, copy.deepcopy
+  PyRef enum_type;                 // enum.Enum
   PyRef builtins;                  // the builtins module's dict
   PyRef tracing;                   // dynvm._tracing
   PyRef grad_mode_exit_type;       // dynvm._tracing.GradModeExit (rebuilt `with` exits)

@@ -135,6 +135,17 @@ ValuePtr module_slice(const ValuePtr& container, const std::vector<ValuePtr>& ch
 
 }  // namespace
 
+// An object of the typing module (List, Optional, a generic alias): immutable, and
+// subscripting it (List[torch.Tensor]) is pure.
+bool is_typing_object(const ValuePtr& value) {
+  if (!value->is(TracedValue::Kind::Object) || value->py() == nullptr) return false;
+  PyRef module = PyRef::steal(
+      PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(value->py())), "__module__"));
+  if (!module) PyErr_Clear();
+  return module && PyUnicode_Check(module.get()) &&
+         PyUnicode_CompareWithASCIIString(module.get(), "typing") == 0;
+}
+
 bool is_module_container(PyObject* o, const PyRef& type) {
   return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(type.get()));
 }
@@ -319,6 +330,11 @@ ValuePtr subscript(TraceContext& ctx, const ValuePtr& container, const ValuePtr&
       if (eq) return container->items[j];
     }
     key_missing(k.get());  // the trace knows every key the dict has
+  }
+  if (is_typing_object(container)) {
+    PyRef k = concrete_object(key);
+    if (!k) unsupported("subscripting a typing object with a " + key->describe());
+    return concrete_call(operator_function("getitem"), {container->py(), k.get()});
   }
   if (container->is(TracedValue::Kind::Object) && !is_module(container->py())) {
     // A mapping or sequence class of Python code (transformers' AttentionInterface).

@@ -231,7 +231,9 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
     // A set of names, numbers or classes ('in' on a global set): equal to what it is now.
     guard(GuardKind::ConstantMatch, source, object);
     result = TracedValue::constant(PyRef::borrow(object), source);
-  } else if (is_torch_enum(k, object)) {
+  } else if (is_torch_enum(k, object) ||
+             PyObject_TypeCheck(object, reinterpret_cast<PyTypeObject*>(k->enum_type.get()))) {
+    // dtypes, layouts and the members of Enum classes are singletons.
     guard(GuardKind::IdMatch, source, object);
     result = TracedValue::constant(PyRef::borrow(object), source);
   } else if (reinterpret_cast<PyObject*>(Py_TYPE(object)) == k->device_type.get()) {

@@ -1,10 +1,12 @@
 """Regression tests for VM bugs found while building it: each one failed before its fix."""
 import collections.abc
 import copy
+import enum
 import functools
 import inspect
 import subprocess
 import sys
+import typing
 
 import pytest
 import torch
@@ -826,3 +828,47 @@ def test_lru_cached_and_constant_marked_functions_stay_in_the_graph():
     calls = len(_PROBE_CALLS)
     compiled(x)
     assert len(_PROBE_CALLS) == calls  # the probe's answer is a constant of the graph
+
+
+class _Format(str, enum.Enum):
+    NCHW = "NCHW"
+    NHWC = "NHWC"
+
+
+_OUTPUT_FORMAT = _Format.NHWC
+
+
+def test_enum_members_are_guarded_constants():
+    # timm's PatchEmbed compares (str, Enum) members: each comparison broke the graph.
+    def fn(x):
+        if _OUTPUT_FORMAT != _Format.NCHW:
+            x = x.permute(0, 2, 3, 1)
+        return x * 2, _OUTPUT_FORMAT.value
+
+    global _OUTPUT_FORMAT
+    x = torch.randn(1, 2, 3, 4)
+    report = dynvm.explain(fn)(x)
+    assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+    compiled = dynvm.compile(fn, backend="eager")
+    try:
+        for member in (_Format.NHWC, _Format.NCHW):  # the member is guarded by identity
+            _OUTPUT_FORMAT = member
+            got, want = compiled(x), fn(x)
+            assert torch.equal(got[0], want[0]) and got[1] == want[1]
+    finally:
+        _OUTPUT_FORMAT = _Format.NHWC
+
+
+def test_subscripted_typing_aliases_are_constants():
+    # timm's crossvit: torch.jit.annotate(List[torch.Tensor], []) broke the graph.
+    def fn(x):
+        outs = torch.jit.annotate(typing.List[torch.Tensor], [])
+        for i in range(2):
+            outs.append(x * i)
+        return torch.cat(outs), typing.Optional[int]
+
+    x = torch.randn(3)
+    report = dynvm.explain(fn)(x)
+    assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+    got, want = dynvm.compile(fn, backend="eager")(x), fn(x)
+    assert torch.equal(got[0], want[0]) and got[1] == want[1]
