@@ -141,6 +141,54 @@ ValuePtr call_concrete(PyObject* callable, const std::vector<ValuePtr>& args,
   return from_concrete(result.get());
 }
 
+// Fn.apply(*args) for a torch.autograd.Function subclass when no gradient can flow (grad
+// mode off, or no tensor argument requires grad): its forward, inlined, with a context
+// whose backward bookkeeping does nothing. Null for other callables; Unsupported when a
+// gradient could flow (its backward would be lost).
+ValuePtr call_autograd_function(TraceContext& ctx, const ValuePtr& callable,
+                                const std::vector<ValuePtr>& args, const KwArgs& kwargs) {
+  PyObject* fn = callable->py();
+  const KnownObjects& k = known();
+  if (!PyCFunction_Check(fn) || !callable->source || !k.autograd_function) return nullptr;
+  PyObject* cls = PyCFunction_GET_SELF(fn);
+  if (cls == nullptr || !PyType_Check(cls) ||
+      !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls),
+                        reinterpret_cast<PyTypeObject*>(k.autograd_function.get())) ||
+      std::strcmp(reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name, "apply") != 0) {
+    return nullptr;
+  }
+  if (ctx.grad_enabled) {
+    // Under grad mode every argument must be a constant or a tensor that needs no grad.
+    for (const ValuePtr& a : args) {
+      PyRef needs_grad =
+          a->is_tensor() ? PyRef::steal(PyObject_GetAttrString(a->py(), "requires_grad")) : PyRef();
+      bool no_grad_tensor = needs_grad && needs_grad.get() == Py_False;
+      if (!no_grad_tensor && !a->is_constant()) {
+        unsupported("a torch.autograd.Function applied to a " + a->describe() + " under grad mode");
+      }
+    }
+    for (const auto& kv : kwargs) {
+      if (!kv.second->is_constant()) unsupported("a torch.autograd.Function with keywords");
+    }
+  }
+  ValuePtr cls_value = ctx.wrap(cls, Source::attr(callable->source, "__self__"));
+  ValuePtr forward = load_attribute(ctx, cls_value, "forward");
+  PyRef setup = PyRef::steal(PyObject_GetAttrString(cls, "setup_context"));
+  if (!setup) unsupported_from_python_error("setup_context of an autograd.Function");
+  std::vector<ValuePtr> forward_args(args);
+  if (setup.get() == k.function_setup_context.get()) {
+    // forward(ctx, *args): the context is an object of dynvm._tracing's no-op class.
+    PyRef context_class =
+        PyRef::steal(PyObject_GetAttrString(k.tracing.get(), "NoGradFunctionContext"));
+    if (!context_class) unsupported_from_python_error("dynvm._tracing.NoGradFunctionContext");
+    ValuePtr class_value =
+        ctx.wrap(context_class.get(),
+                 Source::attr(Source::module("dynvm._tracing"), "NoGradFunctionContext"));
+    forward_args.insert(forward_args.begin(), new_object(ctx, class_value, {}, {}));
+  }
+  return call_value(ctx, forward, std::move(forward_args), kwargs);
+}
+
 // Whether `fn` carries torch._dynamo.assume_constant_result's marker.
 bool marked_constant(PyObject* fn) {
   PyRef flag = PyRef::steal(PyObject_GetAttrString(fn, "_dynamo_marked_constant"));
@@ -1287,6 +1335,7 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     args.insert(args.begin(), self_value);
     return call_value(ctx, func_value, std::move(args), std::move(kwargs));
   }
+  if (ValuePtr result = call_autograd_function(ctx, callable, args, kwargs)) return result;
   if (callable->source && std::strcmp(Py_TYPE(fn)->tp_name, "functools.partial") == 0) {
     // A partial that existed before the call (an activation built with
     // functools.partial(F.gelu, approximate="tanh")): its parts are read and guarded.

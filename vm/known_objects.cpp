@@ -60,6 +60,8 @@ KnownObjects* load() {
     if (found) k->is_compiling.push_back(std::move(found));
   }
   k->is_exporting = attr(t, "compiler.is_exporting");
+  k->autograd_function = attr(t, "autograd.Function");
+  k->function_setup_context = attr(t, "autograd.Function.setup_context");
   k->module_call = attr(t, "nn.Module.__call__");
   k->module_getattr = attr(t, "nn.Module.__getattr__");
   k->operator_module = PyRef::steal(PyImport_ImportModule("operator"));

@@ -38,6 +38,8 @@ struct KnownObjects {
   PyRef inspect_signature;         // inspect.signature
   PyRef copy_copy, copy_deepcopy;  // copy.copy, copy.deepcopy
   PyRef enum_type;                 // enum.Enum
+  PyRef autograd_function;         // torch.autograd.Function
+  PyRef function_setup_context;    // its default setup_context (forward then takes ctx)
   PyRef builtins;                  // the builtins module's dict
   PyRef tracing;                   // dynvm._tracing
   PyRef grad_mode_exit_type;       // dynvm._tracing.GradModeExit (rebuilt `with` exits)

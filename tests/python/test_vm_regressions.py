@@ -872,3 +872,33 @@ def test_subscripted_typing_aliases_are_constants():
     assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
     got, want = dynvm.compile(fn, backend="eager")(x), fn(x)
     assert torch.equal(got[0], want[0]) and got[1] == want[1]
+
+
+class _ScaledTanh(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        return torch.tanh(x) * scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * ctx.scale * (1 - torch.tanh(x) ** 2), None
+
+
+def test_autograd_function_forward_is_traced_when_no_gradient_flows():
+    # Bloom's GeLUFunction.apply broke every layer in inference.
+    def fn(x):
+        return _ScaledTanh.apply(x, 2.0) + 1
+
+    x = torch.randn(3)
+    with torch.no_grad():
+        report = dynvm.explain(fn)(x)
+        assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+        assert torch.equal(dynvm.compile(fn, backend="eager")(x), fn(x))
+    # A gradient can flow: the Function runs eagerly, so its backward is kept.
+    leaf = torch.randn(3, requires_grad=True)
+    dynvm.compile(fn, backend="eager")(leaf).sum().backward()
+    want = 2.0 * (1 - torch.tanh(leaf.detach()) ** 2)
+    torch.testing.assert_close(leaf.grad, want)

@@ -196,3 +196,24 @@ class GradModeExit:
 
 def grad_mode_exit(restore):
     return GradModeExit(bool(restore))
+
+
+class NoGradFunctionContext:
+    """The `ctx` a traced torch.autograd.Function.forward receives when no gradient can flow
+    (grad mode off, or no input requires grad): what forward records for backward is never
+    used, so these calls do nothing, and attributes forward sets are kept as on any object."""
+
+    def save_for_backward(self, *tensors):
+        pass
+
+    def save_for_forward(self, *tensors):
+        pass
+
+    def mark_dirty(self, *tensors):
+        pass
+
+    def mark_non_differentiable(self, *tensors):
+        pass
+
+    def set_materialize_grads(self, value):
+        pass
