@@ -57,6 +57,9 @@ SourcePtr Source::key(SourcePtr base, std::string key) {
 SourcePtr Source::bytes_key(SourcePtr base, std::string bytes) {
   return SourcePtr(new Source(Kind::BytesKey, std::move(base), std::move(bytes), 0));
 }
+SourcePtr Source::dict_value(SourcePtr base, int64_t position) {
+  return SourcePtr(new Source(Kind::DictValue, std::move(base), "", position));
+}
 SourcePtr Source::item(SourcePtr base, int64_t index) {
   return SourcePtr(new Source(Kind::Index, std::move(base), "", index));
 }
@@ -99,6 +102,8 @@ std::string Source::to_string() const {
       return base_->to_string() + "[" + bytes_literal(name_) + "]";
     case Kind::Index:
       return base_->to_string() + "[" + std::to_string(index_) + "]";
+    case Kind::DictValue:
+      return "list(" + base_->to_string() + ".values())[" + std::to_string(index_) + "]";
   }
   return "?";
 }

@@ -134,6 +134,7 @@ int SourceTable::intern(const SourcePtr& source) {
           source->name().data(), static_cast<Py_ssize_t>(source->name().size())));
       break;
     case Source::Kind::Index:
+    case Source::Kind::DictValue:
       entry.key = PyRef::steal(PyLong_FromLongLong(static_cast<long long>(source->index())));
       break;
   }
@@ -247,6 +248,15 @@ PyObject* read_source_entry(const SourceTable::Entry& entry, PyObject* base,
     case Source::Kind::BytesKey:
       if (PyDict_CheckExact(base)) return dict_item(base, entry.key.get());
       return PyObject_GetItem(base, entry.key.get());  // new
+    case Source::Kind::DictValue: {
+      if (!PyDict_Check(base)) return nullptr;
+      Py_ssize_t position = 0;
+      PyObject* value = nullptr;  // borrowed
+      for (int64_t i = 0; PyDict_Next(base, &position, nullptr, &value); ++i) {
+        if (i == entry.index) return Py_NewRef(value);
+      }
+      return nullptr;
+    }
     case Source::Kind::Index:
       if (PyList_CheckExact(base) || PyTuple_CheckExact(base)) {
         Py_ssize_t size = Py_SIZE(base);

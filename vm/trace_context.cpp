@@ -99,6 +99,8 @@ void TraceContext::guard(GuardKind kind, const SourcePtr& source, PyObject* obje
         return guards.add_len_match(source, object);
       case GuardKind::DictKeys:
         return guards.add_dict_keys(source, object);
+      case GuardKind::DictVersion:
+        return guards.add_dict_version(source, object);
       case GuardKind::NoHooks:
         return guards.add_no_hooks(source, object);
       case GuardKind::GradMode:
@@ -138,6 +140,18 @@ bool is_ordered_dict(PyObject* o) {
   return std::string(Py_TYPE(o)->tp_name) == "collections.OrderedDict";
 }
 
+// Whether every key of a dict is a str, bytes or int, which item sources can name.
+bool has_source_keys(PyObject* dict) {
+  PyObject* key = nullptr;  // borrowed
+  Py_ssize_t position = 0;
+  while (PyDict_Next(dict, &position, &key, nullptr)) {
+    if (!PyUnicode_CheckExact(key) && !PyBytes_CheckExact(key) && !PyLong_CheckExact(key)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool is_torch_enum(const KnownObjects* k, PyObject* o) {
   PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
   return t == k->dtype_type.get() || t == k->layout_type.get() || t == k->memory_format_type.get();
@@ -147,6 +161,22 @@ bool is_torch_enum(const KnownObjects* k, PyObject* o) {
 
 ValuePtr TraceContext::wrap_dict_items(PyObject* object, const SourcePtr& source) {
   std::string key = source->to_string();
+  if (PyDict_CheckExact(object) && !has_source_keys(object)) {
+    // Keys a source cannot name (classes, typing forms: a table of validators by type): the
+    // dict is pinned as it is, its identity and its version, and values are read by position.
+    guard(GuardKind::IdMatch, source, object);
+    guard(GuardKind::DictVersion, source, object);
+    std::vector<ValuePtr> keys, values;
+    PyObject *dk, *dv;
+    Py_ssize_t pos = 0;
+    for (int64_t i = 0; PyDict_Next(object, &pos, &dk, &dv); ++i) {  // borrowed
+      keys.push_back(TracedValue::constant(PyRef::borrow(dk)));
+      values.push_back(wrap(dv, Source::dict_value(source, i)));
+    }
+    ValuePtr result = TracedValue::dict(std::move(keys), std::move(values), false, source);
+    result->obj = PyRef::borrow(object);
+    return result;
+  }
   guard(GuardKind::DictKeys, source, object);
   std::vector<ValuePtr> keys, values;
   PyObject *dk, *dv;

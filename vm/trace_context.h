@@ -98,6 +98,7 @@ class TraceContext {
     TensorMatch,
     LenMatch,
     DictKeys,
+    DictVersion,
     NoHooks,
     GradMode
   };

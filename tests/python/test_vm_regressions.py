@@ -902,3 +902,34 @@ def test_autograd_function_forward_is_traced_when_no_gradient_flows():
     dynvm.compile(fn, backend="eager")(leaf).sum().backward()
     want = 2.0 * (1 - torch.tanh(leaf.detach()) ** 2)
     torch.testing.assert_close(leaf.grad, want)
+
+
+def _check_list(value):
+    return len(value)
+
+
+def _check_union(value):
+    return -1
+
+
+_VALIDATORS_BY_TYPE = {list: _check_list, typing.Union: _check_union, tuple: _check_list}
+
+
+def test_a_global_dict_keyed_by_types_is_read_under_a_version_guard():
+    # huggingface_hub's strict dataclasses look validators up by type in such a table, on
+    # every config attribute set: each lookup broke the graph ("not all keys are constants").
+    def fn(x, value):
+        validator = _VALIDATORS_BY_TYPE.get(type(value))
+        return x * validator(value) if validator is not None else x
+
+    x = torch.randn(3)
+    report = dynvm.explain(fn)(x, [1, 2])
+    assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+    compiled = dynvm.compile(fn, backend="eager")
+    assert torch.equal(compiled(x, [1, 2]), fn(x, [1, 2]))
+    assert torch.equal(compiled(x, "ab"), fn(x, "ab"))
+    try:
+        _VALIDATORS_BY_TYPE[list] = _check_union  # a change to the table retraces
+        assert torch.equal(compiled(x, [1, 2]), fn(x, [1, 2])) and torch.equal(fn(x, [1]), -x)
+    finally:
+        _VALIDATORS_BY_TYPE[list] = _check_list

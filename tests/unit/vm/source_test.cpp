@@ -17,6 +17,8 @@ TEST_CASE("sources print as paths") {
   CHECK(Source::bytes_key(Source::global("env"), "PATH")->to_string() == "G['env'][b'PATH']");
   CHECK(Source::bytes_key(Source::global("env"), std::string("a'\\\n\0", 5))->to_string() ==
         "G['env'][b'a\\x27\\x5c\\x0a\\x00']");
+  CHECK(Source::dict_value(Source::global("table"), 2)->to_string() ==
+        "list(G['table'].values())[2]");
   CHECK(Source::builtin("len")->to_string() == "B['len']");
   CHECK(Source::module("torch.nn")->to_string() == "M['torch.nn']");
   CHECK(Source::attr(Source::closure("scale", 1), "value")->to_string() == "C['scale'].value");

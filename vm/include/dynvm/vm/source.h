@@ -27,6 +27,8 @@ class Source {
     Key,           // base[name] with a string key
     BytesKey,      // base[name] with a bytes key (name holds its bytes: os.environ._data)
     Index,         // base[index] with an integer index
+    DictValue,     // the value at position `index` of the dict base, in iteration order (a
+                   // dict whose keys are not constants, frozen by a DICT_VERSION guard)
     Stack,         // an entry of the traced frame's value stack (bottom = 0), when a trace
                    // starts mid-frame after a graph break
   };
@@ -42,6 +44,7 @@ class Source {
   static SourcePtr key(SourcePtr base, std::string key);
   static SourcePtr bytes_key(SourcePtr base, std::string bytes);
   static SourcePtr item(SourcePtr base, int64_t index);
+  static SourcePtr dict_value(SourcePtr base, int64_t position);
   // A member of an nn.Module tree by its dotted name ("layer1.0.conv1.weight"): the
   // submodules as ModuleChild, the last part as `last` (ModuleParam, ModuleBuffer or
   // ModuleChild). An empty name is `root` itself.
