@@ -166,7 +166,8 @@ ValuePtr generic_new_object_attribute(TraceContext& ctx, const ValuePtr& object,
   }
   if (name == "__class__") return object->class_value;
   ValuePtr v = class_attribute(ctx, object, object->class_value, name);
-  if (!v) unsupported("'" + object->describe() + "' has no attribute '" + name + "'");
+  // The trace holds every attribute of an object it made: a missing one is an AttributeError.
+  if (!v) attribute_missing(type->tp_name, name);
   return v;
 }
 

@@ -28,18 +28,8 @@ BACKENDS = ["eager"] + (["dynvm"] if codegen_built() else [])
 
 # Models whose graph count is still above Dynamo's, with the reason (strict: a fix makes
 # the test pass and the entry must go). Measured with transformers 5.23 (docs/status.md):
-# every model gives eager's results, but utilities around the models break the trace.
-_TRANSFORMERS_5_GAPS = (
-    "transformers 5 utilities the VM does not trace yet: ModelOutput's object.__setattr__ "
-    "and OrderedDict.__setitem__, copy.deepcopy of configs, ContextVar.set, dict keys of "
-    "bytes, isinstance() of bound methods, the truth value of a cache object, mask "
-    "construction that branches on tensor values"
-)
-# Models that capture in as few graphs as Dynamo (bench/transformers_sweep.py).
-AS_FEW_GRAPHS_AS_DYNAMO = {"vit"}
-MORE_GRAPHS_THAN_DYNAMO = {
-    name: _TRANSFORMERS_5_GAPS for name in zoo.NAMES if name not in AS_FEW_GRAPHS_AS_DYNAMO
-}
+# every model of the zoo captures in one graph, as under Dynamo.
+MORE_GRAPHS_THAN_DYNAMO = {}
 
 # The models CI runs; DYNVM_TRANSFORMERS_ZOO=all runs every entry of the zoo.
 CI_NAMES = ["gpt2", "llama", "bert", "t5", "vit", "whisper"]

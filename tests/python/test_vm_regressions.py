@@ -933,3 +933,16 @@ def test_a_global_dict_keyed_by_types_is_read_under_a_version_guard():
         assert torch.equal(compiled(x, [1, 2]), fn(x, [1, 2])) and torch.equal(fn(x, [1]), -x)
     finally:
         _VALIDATORS_BY_TYPE[list] = _check_list
+
+
+def test_a_missing_attribute_of_an_object_the_trace_made_is_an_attribute_error():
+    # getattr(config_copy, "layer_types", None) on a deep-copied config broke the graph.
+    def fn(x, settings):
+        private = copy.deepcopy(settings)
+        return x * getattr(private, "depth", 1) + (getattr(private, "missing", None) is None)
+
+    x = torch.randn(3)
+    report = dynvm.explain(fn)(x, _CopiedSettings())
+    assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+    assert torch.equal(dynvm.compile(fn, backend="eager")(x, _CopiedSettings()),
+                       fn(x, _CopiedSettings()))
