@@ -1172,6 +1172,7 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     return mode;
   }
   if (fn == k.inspect_signature.get()) return signature_of(args, kwargs);
+  if (is_dynamo_module_tagging(fn)) return none_value();
   if ((fn == k.copy_copy.get() || fn == k.copy_deepcopy.get()) && args.size() == 1 &&
       kwargs.empty()) {
     return copy_value(ctx, args[0], fn == k.copy_deepcopy.get());

@@ -113,6 +113,16 @@ bool identity_is_enough(PyObject* o) {
          is_module(o);
 }
 
+bool is_dynamo_module_tagging(PyObject* fn) {
+  if (PyMethod_Check(fn)) fn = PyMethod_GET_FUNCTION(fn);
+  if (!PyFunction_Check(fn)) return false;
+  auto* function = reinterpret_cast<PyFunctionObject*>(fn);
+  PyObject* module = function->func_module;  // borrowed
+  return module != nullptr && PyUnicode_Check(module) &&
+         PyUnicode_CompareWithASCIIString(module, "torch._dynamo.mutation_guard") == 0 &&
+         PyUnicode_CompareWithASCIIString(function->func_qualname, "GenerationTracker.tag") == 0;
+}
+
 bool is_compiling_flag(PyObject* fn) {
   const KnownObjects* k = KnownObjects::get();
   if (k == nullptr) return false;

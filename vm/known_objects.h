@@ -53,6 +53,10 @@ bool is_tensor(PyObject* object);  // borrowed
 // True for torch.compiler.is_compiling and the other functions that tell code it is being
 // compiled (torch._dynamo's included, without importing Dynamo).
 bool is_compiling_flag(PyObject* fn);  // borrowed
+// Dynamo's tagging of modules built at run time (GenerationTracker.tag, called by the
+// nn.Module.__init__ Dynamo patches in once it has compiled something in the process): it
+// only feeds Dynamo's own caches, and a trace skips it.
+bool is_dynamo_module_tagging(PyObject* fn);  // borrowed
 // An exception class whose instances are made by BaseException's own __new__ and __init__
 // (no Python code in its MRO constructs them): making one runs nothing but C code.
 bool constructs_as_base_exception(PyObject* type);  // borrowed

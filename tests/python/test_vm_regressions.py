@@ -946,3 +946,20 @@ def test_a_missing_attribute_of_an_object_the_trace_made_is_an_attribute_error()
     assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
     assert torch.equal(dynvm.compile(fn, backend="eager")(x, _CopiedSettings()),
                        fn(x, _CopiedSettings()))
+
+
+def test_modules_built_in_traced_code_after_dynamo_has_run_in_the_process():
+    # Once Dynamo has compiled something, nn.Module.__init__ tags each new module for
+    # Dynamo's caches by id(): CodeGen's nn.Softmax(dim=-1)(x) then broke every layer.
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    torch.compile(lambda t: t + 1, backend="eager")(torch.ones(1))
+
+    def fn(x):
+        return torch.nn.Softmax(dim=-1)(x) * 2
+
+    x = torch.randn(2, 3)
+    report = dynvm.explain(fn)(x)
+    assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
+    assert torch.equal(dynvm.compile(fn, backend="eager")(x), fn(x))
