@@ -8,27 +8,17 @@ most frequent break reasons. Not a test; docs/status.md records the result.
 import collections
 import pathlib
 import sys
-import time
 import warnings
-
-import torch
 
 import dynvm
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+_TESTS = pathlib.Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(_TESTS), str(_TESTS / "python")]
+import model_compare as compare  # noqa: E402
 from models import transformers_zoo as zoo  # noqa: E402
 
 
-def _timed(explain, model, kwargs):
-    start = time.perf_counter()
-    with torch.no_grad():
-        result = explain(model)(**kwargs)
-    return result, time.perf_counter() - start
-
-
 def main(names):
-    import torch._dynamo as dynamo
-
     warnings.filterwarnings("ignore")
     reasons = collections.Counter()
     print("| model | dynvm graphs | dynvm breaks | Dynamo graphs | Dynamo breaks |"
@@ -38,11 +28,10 @@ def main(names):
         model = zoo.build(name)
         kwargs = zoo.inputs(name, model)
         dynvm.reset()
-        ours, ours_s = _timed(dynvm.explain, model, kwargs)
-        dynamo.reset()
-        theirs, theirs_s = _timed(dynamo.explain, model, kwargs)
+        ours, ours_s = compare.timed_explain(dynvm.explain, model, kwargs=kwargs)
+        theirs, theirs_s = compare.dynamo_explain(model, kwargs=kwargs)
         for b in ours.break_reasons:
-            reasons[b.reason.split(":")[0][:80]] += 1
+            reasons[compare.reason_key(b)] += 1
         print(f"| {name} | {ours.graph_count} | {ours.graph_break_count} | "
               f"{theirs.graph_count} | {theirs.graph_break_count} | {ours_s:.2f} | "
               f"{theirs_s:.2f} |", flush=True)

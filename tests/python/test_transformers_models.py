@@ -14,6 +14,7 @@ import torch
 
 import dynvm
 from conftest import codegen_built
+from model_compare import dynamo_explain
 
 pytestmark = [
     pytest.mark.skipif(not dynvm.vm_available(), reason="the VM is not built"),
@@ -51,14 +52,6 @@ def _quiet():
         yield
 
 
-def _dynamo_graph_count(model, kwargs):
-    import torch._dynamo as dynamo
-
-    dynamo.reset()
-    with torch.no_grad():
-        return dynamo.explain(model)(**kwargs).graph_count
-
-
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=pytest.mark.xfail(reason=MORE_GRAPHS_THAN_DYNAMO[n], strict=True))
     if n in MORE_GRAPHS_THAN_DYNAMO else n for n in NAMES])
@@ -68,7 +61,7 @@ def test_no_more_graphs_than_dynamo(name):
     with torch.no_grad():
         explained = dynvm.explain(model)(**kwargs)
     reasons = [f"{b.reason} ({b.filename}:{b.lineno})" for b in explained.break_reasons]
-    assert explained.graph_count <= _dynamo_graph_count(model, kwargs), reasons
+    assert explained.graph_count <= dynamo_explain(model, kwargs=kwargs)[0].graph_count, reasons
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
