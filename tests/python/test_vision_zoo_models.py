@@ -27,10 +27,6 @@ BACKENDS = ["eager"] + (["dynvm"] if codegen_built() else [])
 
 # Models whose graph count is still above Dynamo's, with the reason (strict: a fix makes
 # the test pass and the entry must go). Measured by the sweeps (docs/status.md).
-_STR_ENUM_COMPARE = (
-    "comparing two members of a (str, Enum) class (timm's layers.Format: `self.output_fmt "
-    "!= Format.NCHW` in PatchEmbed.forward) breaks the graph"
-)
 _ROI_POOLER_SCALES = (
     "torchvision's MultiScaleRoIAlign: float() of a tensor made from a Python number "
     "(poolers.py:104, `2 ** float(torch.tensor(approx_scale).log2().round())`, which Dynamo "
@@ -39,7 +35,6 @@ _ROI_POOLER_SCALES = (
     "Dynamo's too"
 )
 MORE_GRAPHS_THAN_DYNAMO = {
-    "timm/swin_tiny_patch4_window7_224": _STR_ENUM_COMPARE,
     "torchvision/fasterrcnn_resnet50_fpn": _ROI_POOLER_SCALES,
 }
 
