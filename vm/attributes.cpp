@@ -31,9 +31,9 @@ PyObject* lookup_in_mro(PyTypeObject* type, const std::string& name, Py_ssize_t 
   PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
   for (Py_ssize_t i = start; mro != nullptr && i < PyTuple_GET_SIZE(mro); ++i) {
     PyObject* base = PyTuple_GET_ITEM(mro, i);
-    PyObject* dict = reinterpret_cast<PyTypeObject*>(base)->tp_dict;
-    if (dict == nullptr) continue;
-    PyObject* found = PyDict_GetItemWithError(dict, key.get());
+    PyRef dict = type_dict(reinterpret_cast<PyTypeObject*>(base));
+    if (!dict) continue;
+    PyObject* found = PyDict_GetItemWithError(dict.get(), key.get());
     if (found != nullptr) {
       if (where) *where = i;
       return found;

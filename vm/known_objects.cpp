@@ -137,13 +137,22 @@ bool is_compiling_flag(PyObject* fn) {
          PyUnicode_CompareWithASCIIString(function->func_qualname, "is_compiling") == 0;
 }
 
+PyRef type_dict(PyTypeObject* type) {
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyRef::steal(PyType_GetDict(type));
+#else
+  return PyRef::borrow(type->tp_dict);
+#endif
+}
+
 bool constructs_as_base_exception(PyObject* type) {
   if (!PyExceptionClass_Check(type)) return false;
   PyObject* mro = reinterpret_cast<PyTypeObject*>(type)->tp_mro;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
-    PyObject* dict = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_dict;
-    PyObject* init = PyDict_GetItemString(dict, "__init__");  // borrowed
-    PyObject* made = PyDict_GetItemString(dict, "__new__");   // borrowed
+    PyRef dict = type_dict(reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i)));
+    if (!dict) continue;
+    PyObject* init = PyDict_GetItemString(dict.get(), "__init__");  // borrowed
+    PyObject* made = PyDict_GetItemString(dict.get(), "__new__");   // borrowed
     if ((init != nullptr && PyFunction_Check(init)) ||
         (made != nullptr && Py_TYPE(made) == &PyStaticMethod_Type)) {
       return false;

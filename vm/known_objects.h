@@ -53,6 +53,9 @@ bool is_tensor(PyObject* object);  // borrowed
 // True for torch.compiler.is_compiling and the other functions that tell code it is being
 // compiled (torch._dynamo's included, without importing Dynamo).
 bool is_compiling_flag(PyObject* fn);  // borrowed
+// The namespace dict of a class. Since Python 3.12 a static builtin type (object, dict,
+// the exception classes) keeps it outside tp_dict, which is then null.
+PyRef type_dict(PyTypeObject* type);
 // Dynamo's tagging of modules built at run time (GenerationTracker.tag, called by the
 // nn.Module.__init__ Dynamo patches in once it has compiled something in the process): it
 // only feeds Dynamo's own caches, and a trace skips it.

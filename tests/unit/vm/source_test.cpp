@@ -1,8 +1,8 @@
 // Source chains print as Python-like paths used by guards and explain().
 #include <string>
 
-#include "dynvm/vm/source.h"
 #include "catch.h"
+#include "dynvm/vm/source.h"
 
 using dynvm::vm::Source;
 
