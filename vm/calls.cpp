@@ -146,15 +146,33 @@ ValuePtr call_concrete(PyObject* callable, const std::vector<ValuePtr>& args,
 // whose backward bookkeeping does nothing. Null for other callables; Unsupported when a
 // gradient could flow (its backward would be lost).
 ValuePtr call_autograd_function(TraceContext& ctx, const ValuePtr& callable,
-                                const std::vector<ValuePtr>& args, const KwArgs& kwargs) {
+                                const std::vector<ValuePtr>& all_args, const KwArgs& kwargs) {
   PyObject* fn = callable->py();
   const KnownObjects& k = known();
-  if (!PyCFunction_Check(fn) || !callable->source || !k.autograd_function) return nullptr;
-  PyObject* cls = PyCFunction_GET_SELF(fn);
+  if (!callable->source || !k.autograd_function) return nullptr;
+  ValuePtr cls_value;
+  size_t first = 0;
+  if (PyCFunction_Check(fn) &&
+      std::strcmp(reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name, "apply") == 0) {
+    // Torch 2.14: apply is a builtin bound to the class.
+    PyObject* self = PyCFunction_GET_SELF(fn);
+    if (self != nullptr && PyType_Check(self) &&
+        PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(self),
+                         reinterpret_cast<PyTypeObject*>(k.autograd_function.get()))) {
+      cls_value = ctx.wrap(self, Source::attr(callable->source, "__self__"));
+    }
+  } else if (k.autograd_function_apply && fn == k.autograd_function_apply.get() &&
+             !all_args.empty()) {
+    // Older torch: Function.apply is a Python classmethod, called here with the class first.
+    cls_value = all_args[0];
+    first = 1;
+  }
+  if (!cls_value) return nullptr;
+  std::vector<ValuePtr> args(all_args.begin() + static_cast<long>(first), all_args.end());
+  PyObject* cls = cls_value->py();
   if (cls == nullptr || !PyType_Check(cls) ||
       !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls),
-                        reinterpret_cast<PyTypeObject*>(k.autograd_function.get())) ||
-      std::strcmp(reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name, "apply") != 0) {
+                        reinterpret_cast<PyTypeObject*>(k.autograd_function.get()))) {
     return nullptr;
   }
   if (ctx.grad_enabled) {
@@ -171,7 +189,6 @@ ValuePtr call_autograd_function(TraceContext& ctx, const ValuePtr& callable,
       if (!kv.second->is_constant()) unsupported("a torch.autograd.Function with keywords");
     }
   }
-  ValuePtr cls_value = ctx.wrap(cls, Source::attr(callable->source, "__self__"));
   ValuePtr forward = load_attribute(ctx, cls_value, "forward");
   PyRef setup = PyRef::steal(PyObject_GetAttrString(cls, "setup_context"));
   if (!setup) unsupported_from_python_error("setup_context of an autograd.Function");
@@ -1325,6 +1342,7 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     return call_value(ctx, ctx.wrap(wrapped.get(), Source::attr(callable->source, "__wrapped__")),
                       std::move(args), std::move(kwargs));
   }
+  if (ValuePtr result = call_autograd_function(ctx, callable, args, kwargs)) return result;
   if (PyFunction_Check(fn))
     return inline_function(ctx, callable, std::move(args), std::move(kwargs));
   if (PyMethod_Check(fn)) {
@@ -1336,7 +1354,6 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     args.insert(args.begin(), self_value);
     return call_value(ctx, func_value, std::move(args), std::move(kwargs));
   }
-  if (ValuePtr result = call_autograd_function(ctx, callable, args, kwargs)) return result;
   if (callable->source && std::strcmp(Py_TYPE(fn)->tp_name, "functools.partial") == 0) {
     // A partial that existed before the call (an activation built with
     // functools.partial(F.gelu, approximate="tanh")): its parts are read and guarded.

@@ -62,6 +62,13 @@ KnownObjects* load() {
   k->is_exporting = attr(t, "compiler.is_exporting");
   k->autograd_function = attr(t, "autograd.Function");
   k->function_setup_context = attr(t, "autograd.Function.setup_context");
+  if (k->autograd_function) {
+    PyRef apply = PyRef::steal(PyObject_GetAttrString(k->autograd_function.get(), "apply"));
+    if (apply && PyMethod_Check(apply.get())) {
+      k->autograd_function_apply = PyRef::borrow(PyMethod_GET_FUNCTION(apply.get()));
+    }
+    PyErr_Clear();
+  }
   k->module_call = attr(t, "nn.Module.__call__");
   k->module_getattr = attr(t, "nn.Module.__getattr__");
   k->operator_module = PyRef::steal(PyImport_ImportModule("operator"));

@@ -40,6 +40,7 @@ struct KnownObjects {
   PyRef enum_type;                 // enum.Enum
   PyRef autograd_function;         // torch.autograd.Function
   PyRef function_setup_context;    // its default setup_context (forward then takes ctx)
+  PyRef autograd_function_apply;   // Function.apply's Python function, where it is one
   PyRef builtins;                  // the builtins module's dict
   PyRef tracing;                   // dynvm._tracing
   PyRef grad_mode_exit_type;       // dynvm._tracing.GradModeExit (rebuilt `with` exits)
