@@ -29,6 +29,7 @@ sys.path.insert(0, HERE)
 
 import dynvm  # noqa: E402
 import models_peer_bench  # noqa: E402
+from timing import take_rounds  # noqa: E402
 
 THREADS = 1
 TARGET = 10.0
@@ -70,11 +71,7 @@ def best_forward(model, args, rounds=3):
 
 
 def main(argv):
-    rounds = 3
-    if "--rounds" in argv:
-        at = argv.index("--rounds")
-        rounds = int(argv[at + 1])
-        argv = argv[:at] + argv[at + 2:]
+    rounds, argv = take_rounds(argv, 3)
     names = argv or list(models_peer_bench.MODELS)
     warnings.filterwarnings("ignore")
     torch.set_grad_enabled(False)

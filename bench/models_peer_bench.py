@@ -28,7 +28,7 @@ import warnings
 import torch
 
 import dynvm
-from timing import interleaved_best
+from timing import interleaved_best, take_rounds
 
 THREADS = 1
 TARGET = 1.10
@@ -101,11 +101,7 @@ def first_call(fn, args):
 
 
 def main(argv):
-    rounds = 7
-    if "--rounds" in argv:
-        at = argv.index("--rounds")
-        rounds = int(argv[at + 1])
-        argv = argv[:at] + argv[at + 2:]
+    rounds, argv = take_rounds(argv, 7)
     names = argv or list(MODELS)
     warnings.filterwarnings("ignore")
     torch.set_num_threads(THREADS)

@@ -36,3 +36,11 @@ def interleaved_best(fns, args, repeats=3, warmup=3, **kwargs):
         for i, fn in enumerate(fns):
             best[i] = min(best[i], seconds_per_call(fn, args, warmup=0, **kwargs))
     return best
+
+
+def take_rounds(argv, default):
+    """The value of a `--rounds N` option (or `default`) and the arguments without it."""
+    if "--rounds" not in argv:
+        return default, argv
+    at = argv.index("--rounds")
+    return int(argv[at + 1]), argv[:at] + argv[at + 2:]

@@ -120,14 +120,24 @@ bool identity_is_enough(PyObject* o) {
          is_module(o);
 }
 
-bool is_dynamo_module_tagging(PyObject* fn) {
-  if (PyMethod_Check(fn)) fn = PyMethod_GET_FUNCTION(fn);
+namespace {
+
+// Whether `fn` is a Python function defined in `module` under `qualname` (matched by name,
+// so that reading it needs no import of its module).
+bool is_function_named(PyObject* fn, const char* module_name, const char* qualname) {
   if (!PyFunction_Check(fn)) return false;
   auto* function = reinterpret_cast<PyFunctionObject*>(fn);
   PyObject* module = function->func_module;  // borrowed
   return module != nullptr && PyUnicode_Check(module) &&
-         PyUnicode_CompareWithASCIIString(module, "torch._dynamo.mutation_guard") == 0 &&
-         PyUnicode_CompareWithASCIIString(function->func_qualname, "GenerationTracker.tag") == 0;
+         PyUnicode_CompareWithASCIIString(module, module_name) == 0 &&
+         PyUnicode_CompareWithASCIIString(function->func_qualname, qualname) == 0;
+}
+
+}  // namespace
+
+bool is_dynamo_module_tagging(PyObject* fn) {
+  if (PyMethod_Check(fn)) fn = PyMethod_GET_FUNCTION(fn);
+  return is_function_named(fn, "torch._dynamo.mutation_guard", "GenerationTracker.tag");
 }
 
 bool is_compiling_flag(PyObject* fn) {
@@ -136,12 +146,7 @@ bool is_compiling_flag(PyObject* fn) {
   for (const PyRef& flag : k->is_compiling) {
     if (fn == flag.get()) return true;
   }
-  if (!PyFunction_Check(fn)) return false;
-  auto* function = reinterpret_cast<PyFunctionObject*>(fn);
-  PyObject* module = function->func_module;  // borrowed
-  return module != nullptr && PyUnicode_Check(module) &&
-         PyUnicode_CompareWithASCIIString(module, "torch._dynamo.external_utils") == 0 &&
-         PyUnicode_CompareWithASCIIString(function->func_qualname, "is_compiling") == 0;
+  return is_function_named(fn, "torch._dynamo.external_utils", "is_compiling");
 }
 
 PyRef type_dict(PyTypeObject* type) {

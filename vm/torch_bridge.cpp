@@ -12,6 +12,7 @@
 #include "known_objects.h"
 #include "python_values.h"
 #include "trace_context.h"
+#include "user_objects.h"
 
 namespace dynvm::vm {
 
@@ -549,16 +550,8 @@ class TorchBridge::RecipeBuilder {
 
   // Instances of `type` keep all their attributes in __dict__ (no __slots__).
   static bool has_plain_instance_dict(PyTypeObject* type) {
-    if (type->tp_dictoffset == 0 && !(type->tp_flags & Py_TPFLAGS_MANAGED_DICT)) return false;
-    PyObject* mro = type->tp_mro;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
-      auto* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
-      if ((base->tp_flags & Py_TPFLAGS_HEAPTYPE) && base->tp_dict != nullptr &&
-          PyDict_GetItemString(base->tp_dict, "__slots__") != nullptr) {
-        return false;
-      }
-    }
-    return true;
+    auto* t = reinterpret_cast<PyObject*>(type);
+    return has_instance_dict(t) && !declares_slots(t);
   }
 
   static PyRef constant_tuple(const std::vector<ValuePtr>& keys) {

@@ -55,10 +55,10 @@ bool is_builtin_method_descriptor(PyObject* o) {
   return Py_TYPE(o) == &PyMethodDescr_Type || Py_TYPE(o) == &PyWrapperDescr_Type;
 }
 
-// Whether a class of the MRO declares __slots__: its instances keep those attributes
-// outside __dict__.
-bool declares_slots(PyTypeObject* t) {
-  PyObject* mro = t->tp_mro;
+}  // namespace
+
+bool declares_slots(PyObject* type) {
+  PyObject* mro = reinterpret_cast<PyTypeObject*>(type)->tp_mro;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
     auto* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
     if ((base->tp_flags & Py_TPFLAGS_HEAPTYPE) && base->tp_dict != nullptr &&
@@ -68,6 +68,8 @@ bool declares_slots(PyTypeObject* t) {
   }
   return false;
 }
+
+namespace {
 
 int find_key(const ValuePtr& dict, const std::string& name) {
   for (size_t i = 0; i < dict->keys.size(); ++i) {
@@ -145,7 +147,8 @@ ValuePtr generic_new_object_attribute(TraceContext& ctx, const ValuePtr& object,
                                       const std::string& name) {
   auto* type = reinterpret_cast<PyTypeObject*>(object->class_value->py());
   if (name == "__dict__") {
-    if (!has_instance_dict(object->class_value->py()) || declares_slots(type)) {
+    if (!has_instance_dict(object->class_value->py()) ||
+        declares_slots(object->class_value->py())) {
       unsupported("__dict__ of a " + object->describe() + " with __slots__");
     }
     return object->instance_dict;

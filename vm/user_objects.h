@@ -22,6 +22,9 @@ ValuePtr new_object(TraceContext& ctx, const ValuePtr& class_value, std::vector<
 ValuePtr find_attribute(const ValuePtr& object, const std::string& name);
 // Whether instances of a class have a __dict__ (not every class of its MRO has __slots__).
 bool has_instance_dict(PyObject* type);  // borrowed
+// Whether a class of the MRO declares __slots__: its instances keep those attributes outside
+// __dict__.
+bool declares_slots(PyObject* type);  // borrowed
 // Whether `name` is a slot (a member descriptor from __slots__) of a class.
 bool is_slot(PyObject* type, const std::string& name);  // borrowed
 // obj.name = value for a NewObject, as Python does it: the class's own __setattr__ (inlined)
