@@ -2,7 +2,9 @@
 // frame state, eager instructions, and CPython's evaluator for the rest.
 #include "dynvm/runtime/frame_driver.h"
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -27,6 +29,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 thread_local Explanation* t_explanation = nullptr;  // dynvm.explain in progress
+// Which dynvm.explain call is in progress: a part's variants from before it are dropped,
+// those it traced itself are reused, as a compiled call would.
+thread_local uint64_t t_explain_call = 0;
 
 int64_t nanoseconds_since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
@@ -36,6 +41,7 @@ int64_t nanoseconds_since(Clock::time_point start) {
 struct Segment {
   std::vector<std::unique_ptr<Variant>> variants;  // most recently hit first
   bool gave_up = false;                            // over the cache limit: runs eagerly from now on
+  uint64_t explain_call = 0;                       // the explain call that last traced it
 };
 
 // The source of a failed constant guard on a value in the frame (a local or a stack
@@ -168,9 +174,12 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
   HookPause pause;
   vm::FrameInputs inputs = frame_inputs(f);
   auto& variants = segment.variants;
-  if (t_explanation != nullptr) {
-    variants.clear();  // explain traces every part again
+  if (t_explanation != nullptr && segment.explain_call != t_explain_call) {
+    // explain traces every part again, once per call: a loop that breaks on each of its
+    // iterations reuses what its first iteration traced, as compiled code does.
+    variants.clear();
     segment.gave_up = false;
+    segment.explain_call = t_explain_call;
   }
   for (size_t i = 0; i < variants.size(); ++i) {
     if (!variants[i]->guards_hold(inputs, nullptr, checked)) continue;
@@ -345,8 +354,16 @@ bool time_cached_variant(PyObject* function, PyObject* args, const std::string& 
   return true;
 }
 
-ExplainRecorder::ExplainRecorder(Explanation* out) : saved_(t_explanation) { t_explanation = out; }
-ExplainRecorder::~ExplainRecorder() { t_explanation = saved_; }
+ExplainRecorder::ExplainRecorder(Explanation* out)
+    : saved_(t_explanation), saved_call_(t_explain_call) {
+  t_explanation = out;
+  static std::atomic<uint64_t> calls{0};
+  t_explain_call = ++calls;
+}
+ExplainRecorder::~ExplainRecorder() {
+  t_explanation = saved_;
+  t_explain_call = saved_call_;
+}
 
 bool code_is_skipped(PyObject* code) {
   CodeCache* cache = cache_for(code, false);

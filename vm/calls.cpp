@@ -273,6 +273,36 @@ ValuePtr grad_mode(bool enabled) {
   return v;
 }
 
+// torch.autocast(...): traced when it asks for the state autocast is in already, which
+// every trace guards (AUTOCAST); a block that changes the state would change what the ops
+// in it compute, which the graph does not model.
+ValuePtr autocast_context(const std::vector<ValuePtr>& args, const KwArgs& kwargs) {
+  PyRef positional = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  PyRef keywords = PyRef::steal(PyDict_New());
+  if (!positional || !keywords) unsupported_from_python_error("torch.autocast()");
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i]->is_constant()) unsupported("torch.autocast() with a traced argument");
+    PyTuple_SET_ITEM(positional.get(), static_cast<Py_ssize_t>(i), Py_NewRef(args[i]->py()));
+  }
+  for (const auto& [name, value] : kwargs) {
+    if (!value->is_constant()) unsupported("torch.autocast() with a traced argument");
+    if (PyDict_SetItemString(keywords.get(), name.c_str(), value->py()) < 0) {
+      unsupported_from_python_error("torch.autocast()");
+    }
+  }
+  PyRef check =
+      PyRef::steal(PyObject_GetAttrString(known().tracing.get(), "autocast_is_unchanged"));
+  PyRef unchanged =
+      check ? PyRef::steal(PyObject_Call(check.get(), positional.get(), keywords.get())) : PyRef();
+  if (!unchanged) unsupported_from_python_error("torch.autocast()");
+  if (unchanged.get() != Py_True) {
+    unsupported("torch.autocast() changing the autocast state inside a graph");
+  }
+  auto v = std::make_shared<TracedValue>();
+  v->kind = TracedValue::Kind::NoOpAutocast;
+  return v;
+}
+
 ValuePtr call_module(TraceContext& ctx, const ValuePtr& module_value, std::vector<ValuePtr> args,
                      KwArgs kwargs) {
   PyObject* module = module_value->py();
@@ -1180,6 +1210,8 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     if (!args.empty()) mode = truthiness(args[0]);
     return grad_mode(!mode);
   }
+  if (fn == k.autocast.get()) return autocast_context(args, kwargs);
+  if (fn == k.unchanged_exit.get()) return bool_value(false);
   if (fn == k.set_grad_enabled.get()) {
     if (args.size() != 1) unsupported("set_grad_enabled() arguments");
     bool previous = ctx.grad_enabled;

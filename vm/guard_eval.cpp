@@ -244,9 +244,7 @@ std::string explain(const Guard& guard, PyObject* value, const std::string& wher
     case GuardKind::DefaultDtype:
       return "torch.get_default_dtype() is torch." + dtype_name(default_dtype());
     case GuardKind::Autocast: {
-      AutocastState state = autocast_state();
-      return std::string("autocast is cpu=") + python_bool(state.cpu) +
-             " cuda=" + python_bool(state.cuda);
+      return "autocast is " + to_string(autocast_state());
     }
   }
   return "";

@@ -175,8 +175,9 @@ Expected<size_t> GuardSet::add_duplicate_input(const SourcePtr& source, const So
 Expected<size_t> GuardSet::add_constant_match(const SourcePtr& source, PyObject* value) {
   if (!is_guardable_constant(value)) {
     return make_error("a " + type_name(Py_TYPE(value)) +
-                      " is not a constant (None, bool, int, float, str, bytes, complex, a "
-                      "tuple of those, or a set of None, int, str, bytes and classes)");
+                      " is not a constant (None, bool, int, float, str, bytes, complex, "
+                      "torch.device, a tuple of those, or a set of None, int, str, bytes and "
+                      "classes)");
   }
   PyRef kept = PyRef::borrow(value);
   if (PySet_CheckExact(value)) {
@@ -326,8 +327,7 @@ size_t GuardSet::add_default_dtype() {
 
 size_t GuardSet::add_autocast() {
   AutocastState state = autocast_state();
-  return *add(GuardKind::Autocast, nullptr, AutocastPayload{state},
-              std::string(" cpu=") + python_bool(state.cpu) + " cuda=" + python_bool(state.cuda));
+  return *add(GuardKind::Autocast, nullptr, AutocastPayload{state}, " " + vm::to_string(state));
 }
 
 std::vector<std::string> GuardSet::lines() const {

@@ -651,9 +651,15 @@ void InlineFrame::step(const Instruction& ins) {
         push(entered);
         return;
       }
+      if (manager->is(TracedValue::Kind::NoOpAutocast)) {
+        push(TracedValue::object(PyRef::borrow(KnownObjects::get()->unchanged_exit.get())));
+        push(TracedValue::constant(PyRef::borrow(Py_None)));
+        return;
+      }
       if (!manager->is(TracedValue::Kind::GradMode)) {
         unsupported("'with' on a " + manager->describe() +
-                    " (only torch.no_grad/enable_grad/set_grad_enabled are traced)");
+                    " (only torch.no_grad/enable_grad/set_grad_enabled and torch.autocast in its "
+                    "current state are traced)");
       }
       auto exit = std::make_shared<TracedValue>();
       exit->kind = TracedValue::Kind::GradModeExit;

@@ -49,6 +49,7 @@ KnownObjects* load() {
   k->enable_grad = attr(t, "enable_grad");
   k->set_grad_enabled = attr(t, "set_grad_enabled");
   k->inference_mode = attr(t, "inference_mode");
+  k->autocast = attr(t, "autocast");
   k->is_grad_enabled = attr(t, "is_grad_enabled");
   k->jit_is_scripting = attr(t, "jit.is_scripting");
   k->jit_is_tracing = attr(t, "jit.is_tracing");
@@ -94,6 +95,7 @@ KnownObjects* load() {
   k->enum_type = attr(enum_module.get(), "Enum");
   if (k->tracing) {
     k->grad_mode_exit_type = PyRef::steal(PyObject_GetAttrString(k->tracing.get(), "GradModeExit"));
+    k->unchanged_exit = PyRef::steal(PyObject_GetAttrString(k->tracing.get(), "unchanged_exit"));
   }
   k->builtins = PyRef::borrow(PyEval_GetBuiltins());
   return k;

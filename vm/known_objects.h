@@ -21,6 +21,7 @@ struct KnownObjects {
   PyRef size_type;  // torch.Size
   PyRef dtype_type, device_type, layout_type, memory_format_type;
   PyRef no_grad, enable_grad, set_grad_enabled, inference_mode;
+  PyRef autocast;  // torch.autocast (torch.amp.autocast)
   PyRef is_grad_enabled;
   PyRef jit_is_scripting, jit_is_tracing;
   // torch.compiler.is_compiling and its older spellings: true in traced code, as under
@@ -44,6 +45,7 @@ struct KnownObjects {
   PyRef builtins;                  // the builtins module's dict
   PyRef tracing;                   // dynvm._tracing
   PyRef grad_mode_exit_type;       // dynvm._tracing.GradModeExit (rebuilt `with` exits)
+  PyRef unchanged_exit;            // dynvm._tracing.unchanged_exit (an autocast's no-op exit)
 
   // Loads them on first use; false (with the Python error set) when torch is missing.
   static const KnownObjects* get();

@@ -6,10 +6,21 @@
 #include <cstring>
 
 #include "dynvm/support/py_ref.h"
+#include "known_objects.h"
 
 namespace dynvm::vm {
 
 namespace {
+
+// A torch.device: a value type (equal devices are separate objects) whose == is C code.
+bool is_torch_device(PyObject* value) {
+  const KnownObjects* known = KnownObjects::get();
+  if (known == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  return reinterpret_cast<PyObject*>(Py_TYPE(value)) == known->device_type.get();
+}
 
 // UTF-8 of a str (borrowed), or "" for anything else or on failure (error cleared).
 std::string utf8(PyObject* text) {
@@ -125,7 +136,7 @@ PyObject* instance_dict(PyObject* object) {
 bool is_guardable_constant(PyObject* value) {
   if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
       PyFloat_CheckExact(value) || PyUnicode_CheckExact(value) || PyBytes_CheckExact(value) ||
-      PyComplex_CheckExact(value)) {
+      PyComplex_CheckExact(value) || is_torch_device(value)) {
     return true;
   }
   if (PyAnySet_CheckExact(value)) return is_guardable_set(value);
@@ -216,6 +227,11 @@ bool constant_matches(PyObject* value, PyObject* constant) {
       }
     }
     return true;
+  }
+  if (is_torch_device(value)) {
+    int equal = PyObject_RichCompareBool(value, constant, Py_EQ);
+    if (equal < 0) PyErr_Clear();
+    return equal == 1;
   }
   return false;  // None and bool are singletons: identity decided above
 }

@@ -82,8 +82,8 @@ bool has_generic_getattribute(PyTypeObject* type);
 PyObject* instance_dict(PyObject* object);
 
 // Whether ConstantMatch can guard `value` (borrowed): None, bool, int, float, str, bytes,
-// complex, a tuple of those, or a set or frozenset (is_guardable_set); exact types only (no
-// subclasses such as IntEnum).
+// complex, a torch.device, a tuple of those, or a set or frozenset (is_guardable_set); exact
+// types only (no subclasses such as IntEnum).
 bool is_guardable_constant(PyObject* value);
 // A set or frozenset whose elements are None, int (not bool), str, bytes, or classes that
 // compare by identity (a set of registered types).

@@ -2,6 +2,7 @@
 // devices the way torch prints them.
 #include "dynvm/vm/torch_state.h"
 
+#include <ATen/autocast_mode.h>
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/DispatchKey.h>
@@ -20,7 +21,20 @@ AutocastState autocast_state() {
   AutocastState state;
   state.cpu = !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::AutocastCPU);
   state.cuda = !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::AutocastCUDA);
+  if (state.cpu) {
+    state.cpu_dtype = static_cast<int8_t>(at::autocast::get_autocast_dtype(c10::DeviceType::CPU));
+  }
+  if (state.cuda) {
+    state.cuda_dtype = static_cast<int8_t>(at::autocast::get_autocast_dtype(c10::DeviceType::CUDA));
+  }
   return state;
+}
+
+std::string to_string(const AutocastState& state) {
+  auto one = [](bool on, int8_t dtype) {
+    return on ? "True(" + dtype_name(dtype) + ")" : std::string("False");
+  };
+  return "cpu=" + one(state.cpu, state.cpu_dtype) + " cuda=" + one(state.cuda, state.cuda_dtype);
 }
 
 std::string dtype_name(int8_t scalar_type) {

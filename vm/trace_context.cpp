@@ -502,6 +502,7 @@ bool truthiness(const ValuePtr& value) {
     case TracedValue::Kind::Slice:
     case TracedValue::Kind::Iterator:
     case TracedValue::Kind::GradMode:
+    case TracedValue::Kind::NoOpAutocast:
       return true;
     default:
       unsupported("the truth value of a " + value->describe());

@@ -86,6 +86,7 @@ Attempt attempt(const FrameStart& start, const TraceOptions& options, InlineFram
     PyRef grad = PyRef::steal(PyObject_CallNoArgs(KnownObjects::get()->is_grad_enabled.get()));
     ctx.grad_enabled = grad.get() == Py_True;
     ctx.guard(TraceContext::GuardKind::GradMode, nullptr, grad.get());
+    ctx.guards.add_autocast();  // what ops compute depends on it (and torch.autocast blocks)
     ctx.bridge->set_initial_grad_mode(ctx.grad_enabled);
     trace.grad_enabled_at_start = ctx.grad_enabled;
 

@@ -186,6 +186,27 @@ def test_explain_counts_the_graphs_around_a_break(fn, word, marker, exact):
     assert all(op_count(ops) > 0 for ops in report.ops_per_graph), report.ops_per_graph
 
 
+def _breaks_in_each_iteration(x):
+    for _ in range(5):
+        x = x * 2
+        print("", end="")  # a break on every iteration
+        x = x + 1
+    return x
+
+
+def test_explain_reuses_what_it_traced_within_the_call():
+    # Dynamo's explain counts the graphs compiled during the call, its resume functions
+    # cached: the loop's body is traced once, not once per iteration. dynvm.explain
+    # counted 10 graphs here (a fresh trace at every resume), now 4: the entry, the resume
+    # after the print, and the loop head traced with its counter constant, then opaque.
+    report = dynvm.explain(_breaks_in_each_iteration)(torch.randn(3))
+    assert report.graph_count <= 4 and report.graph_break_count <= 4, str(report)
+    assert report.graph_count >= 2, str(report)
+    # A second explain traces afresh too (the counter is opaque from the start now).
+    again = dynvm.explain(_breaks_in_each_iteration)(torch.randn(3))
+    assert 2 <= again.graph_count <= report.graph_count, (str(report), str(again))
+
+
 @pytest.mark.parametrize("fn, word, marker, exact", BREAKS, ids=_BREAK_IDS)
 def test_explain_reports_break_with_location(fn, word, marker, exact):
     report = dynvm.explain(fn)(torch.randn(4).abs() + 0.5)

@@ -963,3 +963,23 @@ def test_modules_built_in_traced_code_after_dynamo_has_run_in_the_process():
     report = dynvm.explain(fn)(x)
     assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
     assert torch.equal(dynvm.compile(fn, backend="eager")(x), fn(x))
+
+
+def _device_across_a_break(x):
+    device = x.device
+    y = x * 2
+    print("", end="")  # the part after this resumes with `device` a local
+    return torch.ones(3, device=device) + y
+
+
+def test_a_torch_device_local_is_guarded_by_equality_after_a_break():
+    # SSD's postprocessing resumed with `device = scores.device` a local: the resumed part
+    # broke on "cannot guard L['device']" (torch.device was not a guardable constant).
+    x = torch.randn(3)
+    report = dynvm.explain(_device_across_a_break)(x)
+    assert report.graph_break_count == 1 and report.graph_count == 2, report.break_reasons
+    assert any("L['device'] == device(type='cpu')" in g for g in report.guards), report.guards
+    compiled = dynvm.compile(_device_across_a_break, backend="eager")
+    for _ in range(2):
+        assert torch.equal(compiled(x), _device_across_a_break(x))
+    assert dynvm.counters["recompiles"] == 0

@@ -198,6 +198,25 @@ def grad_mode_exit(restore):
     return GradModeExit(bool(restore))
 
 
+def autocast_is_unchanged(device_type, dtype=None, enabled=True, cache_enabled=None):
+    """Whether torch.autocast(device_type, dtype, enabled, cache_enabled) asks for the
+    autocast state the thread is in already (so entering and leaving it change nothing).
+    cache_enabled only decides whether casts of weights are cached, not any result."""
+    if device_type not in ("cpu", "cuda"):
+        return False  # the AUTOCAST guard covers these two
+    on = torch.is_autocast_enabled(device_type)
+    if not enabled:
+        return not on
+    return on and (dtype is None or dtype == torch.get_autocast_dtype(device_type))
+
+
+def unchanged_exit(exc_type=None, exc_value=None, traceback=None):
+    """The __exit__ of a `with torch.autocast(...)` that asked for the state autocast
+    already had (the trace guards that state): there is nothing to restore. The VM traces
+    a call of it and a graph break inside the block rebuilds it as it is."""
+    return False
+
+
 class NoGradFunctionContext:
     """The `ctx` a traced torch.autograd.Function.forward receives when no gradient can flow
     (grad mode off, or no input requires grad): what forward records for backward is never

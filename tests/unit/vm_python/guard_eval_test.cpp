@@ -384,9 +384,24 @@ TEST_CASE("global state guards: grad mode, default dtype, autocast") {
 
   exec(ns, "torch.set_autocast_cpu_enabled(True)");
   CHECK_FALSE(holds_for(guards, ns, "None", &reason));
-  CHECK(reason == "autocast is cpu=True cuda=False");
+  CHECK(reason == "autocast is cpu=True(bfloat16) cuda=False");
   exec(ns, "torch.set_autocast_cpu_enabled(False)");
   CHECK(holds_for(guards, ns, "None"));
+
+  // The dtype counts where autocast is on: a trace made under bfloat16 autocast does not
+  // hold under float16 autocast.
+  exec(ns,
+       "torch.set_autocast_dtype('cpu', torch.bfloat16)\n"
+       "torch.set_autocast_enabled('cpu', True)");
+  GuardSet bf16;
+  bf16.add_autocast();
+  CHECK(holds_for(bf16, ns, "None"));
+  exec(ns, "torch.set_autocast_dtype('cpu', torch.float16)");
+  CHECK_FALSE(holds_for(bf16, ns, "None", &reason));
+  CHECK(reason == "autocast is cpu=True(float16) cuda=False");
+  exec(ns,
+       "torch.set_autocast_dtype('cpu', torch.bfloat16)\n"
+       "torch.set_autocast_enabled('cpu', False)");
 
   GuardSet no_grad;
   no_grad.add_grad_mode(false);

@@ -7,6 +7,7 @@
 
 #include <Python.h>
 
+#include <cstdint>
 #include <string>
 
 #include "dynvm/runtime/compiled_function.h"
@@ -20,8 +21,9 @@ namespace dynvm::runtime {
 PyObject* drive_frame(PyThreadState* ts, frame::Frame* f, const CompileOptions& options);
 
 // While alive, every trace made on this thread is described in `out` (graphs and their
-// op counts, breaks, guards), cached variants are not used, and code dynvm had left to
-// CPython is traced again: dynvm.explain.
+// op counts, breaks, guards), variants cached before it are not used (those it traces are,
+// as a compiled call would reuse them), and code dynvm had left to CPython is traced
+// again: dynvm.explain.
 class ExplainRecorder {
  public:
   explicit ExplainRecorder(Explanation* out);
@@ -31,6 +33,7 @@ class ExplainRecorder {
 
  private:
   Explanation* saved_;
+  uint64_t saved_call_;
 };
 
 // Whether dynvm has decided to leave this code object to CPython (nothing to compile).

@@ -48,6 +48,8 @@ class TracedValue {
     Cell,          // a cell made by the trace; items[0] is the contents (Null when empty)
     GradMode,      // torch.no_grad()/enable_grad()/set_grad_enabled(b) context manager
     GradModeExit,  // the __exit__ of a GradMode, restoring `flag`
+    NoOpAutocast,  // torch.autocast(...) asking for the autocast state already in force (the
+                   // trace guards it): entering and leaving it change nothing
     Super,         // super() bound to (items[0] = class object, items[1] = self)
     NewObject,     // an instance of a user class made by the trace: its __dict__ in
                    // instance_dict, its class in class_value; for a subclass of dict or
