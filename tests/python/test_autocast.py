@@ -43,18 +43,23 @@ def _bfloat16_autocast():
     return torch.autocast("cpu", dtype=torch.bfloat16)
 
 
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_autocast_state_is_guarded(backend):
+def test_autocast_state_is_guarded(backend, device):
     # Before the guard, a variant traced under autocast ran outside it (bfloat16 results
     # where eager gives float32), and one traced outside ran under it.
-    x, w = torch.randn(8, 8), torch.randn(8, 8)
+    x, w = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
     compiled = dynvm.compile(_matmul_relu, backend=backend)
-    with _bfloat16_autocast():
+    with torch.autocast(device, dtype=torch.bfloat16):
         _check(compiled, _matmul_relu, x, w)
     _check(compiled, _matmul_relu, x, w)
-    with _bfloat16_autocast():
+    with torch.autocast(device, dtype=torch.bfloat16):
         _check(compiled, _matmul_relu, x, w)
-    with torch.autocast("cpu", dtype=torch.float16):
+    with torch.autocast(device, dtype=torch.float16):
         _check(compiled, _matmul_relu, x, w)
 
 
