@@ -45,14 +45,23 @@ struct Segment {
 };
 
 // The source of a failed constant guard on a value in the frame (a local or a stack
-// entry), or "": a number there is traced as opaque from then on (automatic dynamic).
+// entry, or an item of a container held there: the dict a comprehension is building when
+// it breaks on .item()), or "": a number there is traced as opaque from then on
+// (automatic dynamic). Numbers read through attributes (configuration) stay constants.
 std::string changing_number(const Variant& variant, const vm::GuardFailure& why) {
   const vm::GuardSet& guards = variant.trace().guards;
   if (why.index >= guards.size()) return "";
   const vm::Guard& g = guards[why.index];
   if (g.kind != vm::GuardKind::ConstantMatch || g.source < 0) return "";
-  const vm::SourceTable::Entry& entry = guards.sources()[g.source];
-  if (entry.kind != vm::Source::Kind::Local && entry.kind != vm::Source::Kind::Stack) return "";
+  const auto& sources = guards.sources();
+  const vm::SourceTable::Entry& entry = sources[g.source];
+  const vm::SourceTable::Entry* root = &entry;
+  while (root->base >= 0) {
+    using K = vm::Source::Kind;
+    if (root->kind != K::Key && root->kind != K::Index && root->kind != K::DictValue) return "";
+    root = &sources[root->base];
+  }
+  if (root->kind != vm::Source::Kind::Local && root->kind != vm::Source::Kind::Stack) return "";
   return entry.text;  // only ints and floats are traced as opaque (TraceContext::wrap)
 }
 

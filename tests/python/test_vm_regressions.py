@@ -983,3 +983,34 @@ def test_a_torch_device_local_is_guarded_by_equality_after_a_break():
     for _ in range(2):
         assert torch.equal(compiled(x), _device_across_a_break(x))
     assert dynvm.counters["recompiles"] == 0
+
+
+def _stats_built_across_breaks(x):
+    stats = {}
+    for name in ("sum", "mean", "max"):
+        stats[name] = getattr(x, name)().item()  # a break: the loop resumes with `stats`
+    return x * stats["max"] - stats["mean"], stats
+
+
+def test_numbers_in_a_container_held_by_the_frame_become_opaque_once_they_change():
+    # The dict a loop (or, on Python 3.12, an inlined comprehension) builds from .item()
+    # values is live when the loop resumes: each value was guarded as a constant, so every
+    # new input failed a guard and retraced until the frame reached the cache limit. Like
+    # a local number, an item that changed is traced as opaque from then on.
+    compiled = dynvm.compile(_stats_built_across_breaks, backend="eager")
+
+    def check():
+        x = torch.randn(5)
+        got, expected = compiled(x), _stats_built_across_breaks(x)
+        assert torch.equal(got[0], expected[0]) and got[1] == expected[1]
+
+    for _ in range(4):
+        check()
+    warmed_up, hits = dynvm.counters["recompiles"], dynvm.counters["cache_hits"]
+    for _ in range(4):
+        check()
+    assert dynvm.counters["recompiles"] == warmed_up
+    # Every part of each call (the entry, the resumes after each .item() and the loop's
+    # head) runs from the cache: 5 a call. Before, 3: the parts whose guards kept failing
+    # had given up at the cache limit and ran eagerly.
+    assert dynvm.counters["cache_hits"] - hits == 4 * 5, dict(dynvm.counters)
