@@ -602,7 +602,13 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     }
     if ((name == "int" || name == "float" || name == "bool") && !args.empty() &&
         args[0]->is_tensor()) {
-      unsupported("data-dependent value: " + name + "() of a tensor");
+      // A tensor computed from constants alone has a value to read now, a constant too.
+      PyRef folded =
+          args.size() == 1 && kwargs.empty() ? ctx.bridge->folded_value(args[0]) : PyRef();
+      if (!folded) unsupported("data-dependent value: " + name + "() of a tensor");
+      PyRef value = PyRef::steal(PyObject_CallOneArg(callable, folded.get()));
+      if (!value) unsupported_from_python_error(name + "() of a tensor");
+      return TracedValue::constant(std::move(value));
     }
     if (name == "bool" && args.size() == 1) return bool_value(truth_value(ctx, args[0]));
     if (name == "callable" && args.size() == 1 && !concrete_object(args[0])) {
@@ -1416,6 +1422,18 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
       }
     }
     return call_value(ctx, func, std::move(all), std::move(all_kwargs));
+  }
+  if (callable->source && callable->is(TracedValue::Kind::Object) && !PyType_Check(fn)) {
+    // An instance of a class whose __call__ is Python code (torchvision's LevelMapper): the
+    // call is type(obj).__call__(obj, ...), read through the guarded class.
+    static PyObject* call_name = PyUnicode_InternFromString("__call__");  // kept for the process
+    PyObject* call = call_name ? _PyType_Lookup(Py_TYPE(fn), call_name) : nullptr;  // borrowed
+    if (call != nullptr && PyFunction_Check(call)) {
+      SourcePtr type_source = Source::attr(callable->source, "__class__");
+      ValuePtr method = ctx.wrap(call, Source::attr(type_source, "__call__"));
+      args.insert(args.begin(), callable);
+      return call_value(ctx, method, std::move(args), std::move(kwargs));
+    }
   }
   unsupported("call to " + name_of(fn));
 }

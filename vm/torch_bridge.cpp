@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -288,6 +289,12 @@ void TorchBridge::add_records(PyObject* records) {
   for (Py_ssize_t r = 0; r < n; ++r) {
     PyObject* rec = PyList_GET_ITEM(records, r);  // (name, bound, outputs)
     const char* op = PyUnicode_AsUTF8(PyTuple_GET_ITEM(rec, 0));
+    if (std::strcmp(op, "aten::lift_fresh") == 0) {
+      // torch.tensor(data) makes a new tensor on every call, but the graph's constant input
+      // is one tensor for all calls: a view of it would let an in-place op (or a caller
+      // that receives it) change the constant that later calls see.
+      op = "aten::lift_fresh_copy";
+    }
     PyObject* bound = PyTuple_GET_ITEM(rec, 1);    // list of (name, kwarg_only, value)
     PyObject* outputs = PyTuple_GET_ITEM(rec, 2);  // list
     std::function<graph::Argument(PyObject*)> convert = [&](PyObject* o) -> graph::Argument {
@@ -430,6 +437,14 @@ ValuePtr TorchBridge::call(PyObject* callable, const std::vector<ValuePtr>& args
     }
   }
   return out;
+}
+
+PyRef TorchBridge::folded_value(const ValuePtr& tensor) {
+  if (!tensor->is_tensor()) return PyRef();
+  PyRef value =
+      PyRef::steal(PyObject_CallMethod(session_.get(), "folded_value", "O", tensor->py()));
+  if (!value) unsupported_from_python_error("reading a folded tensor");
+  return value.get() == Py_None ? PyRef() : value;
 }
 
 ValuePtr TorchBridge::call_module(PyObject* module, const SourcePtr& module_source,

@@ -33,6 +33,10 @@ class TorchBridge {
   ValuePtr call_module(PyObject* module, const SourcePtr& module_source,
                        const std::vector<ValuePtr>& args, const KwArgs& kwargs);
 
+  // The real value of a tensor the trace computed from Python constants alone (small, on
+  // the CPU; see dynvm._tracing.TraceSession), or null.
+  PyRef folded_value(const ValuePtr& tensor);
+
   graph::Graph& graph() { return graph_; }
   // The grad mode the graph starts under (the caller's, guarded).
   void set_initial_grad_mode(bool enabled) { graph_grad_mode_ = enabled; }

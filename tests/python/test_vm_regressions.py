@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import dynvm
-from conftest import needs_codegen
+from conftest import codegen_built, needs_codegen
 
 pytestmark = pytest.mark.skipif(not dynvm.vm_available(), reason="the VM is not built")
 
@@ -1014,3 +1014,90 @@ def test_numbers_in_a_container_held_by_the_frame_become_opaque_once_they_change
     # head) runs from the cache: 5 a call. Before, 3: the parts whose guards kept failing
     # had given up at the cache limit and ran eagerly.
     assert dynvm.counters["cache_hits"] - hits == 4 * 5, dict(dynvm.counters)
+
+
+class _LevelMapper:
+    """A plain class whose instances are called (torchvision's poolers.LevelMapper)."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, x, offset=1):
+        return x * self.k + offset
+
+
+_MAPPER = _LevelMapper(3)
+
+
+def _calls_a_callable_instance(x):
+    return _MAPPER(x, offset=2).relu()
+
+
+def test_an_instance_with_a_python_call_method_is_traced():
+    # Broke the graph with "call to LevelMapper" in every detection model's RoI pooler.
+    x = torch.randn(4)
+    report = dynvm.explain(_calls_a_callable_instance)(x)
+    assert report.graph_count == 1 and report.graph_break_count == 0, report.break_reasons
+    compiled = dynvm.compile(_calls_a_callable_instance, backend="eager")
+    assert torch.equal(compiled(x), _calls_a_callable_instance(x))
+    _MAPPER.k = 5  # guarded: the next call retraces
+    try:
+        assert torch.equal(compiled(x), _calls_a_callable_instance(x))
+    finally:
+        _MAPPER.k = 3
+
+
+def _scale_from_constants(x, size):
+    # torchvision's MultiScaleRoIAlign (_infer_scale, _setup_scales) computes its scales so.
+    approx = float(x.shape[-1]) / float(size)
+    scale = 2 ** float(torch.tensor(approx).log2().round())
+    level = -torch.log2(torch.tensor(scale, dtype=torch.float32)).item()
+    return x * scale + int(level)
+
+
+def _reads_a_written_constant(x):
+    t = torch.tensor(2.0)
+    t.add_(x.sum())  # no longer a constant: its value depends on x
+    return x * float(t)
+
+
+def _reads_a_random_tensor(x):
+    return x * float(torch.rand(1))
+
+
+def test_scalars_of_tensors_made_from_constants_are_constants():
+    # float(), int() and .item() of a tensor computed from Python constants alone broke
+    # the graph as data-dependent (8 breaks in each Faster R-CNN's RoI pooler).
+    x = torch.randn(2, 16)
+    report = dynvm.explain(_scale_from_constants)(x, 64)
+    assert report.graph_count == 1 and report.graph_break_count == 0, report.break_reasons
+    compiled = dynvm.compile(_scale_from_constants, backend="eager")
+    for size in (64, 32, 16):  # the size is guarded: each is traced afresh
+        assert torch.equal(compiled(x, size), _scale_from_constants(x, size))
+
+
+@pytest.mark.parametrize("fn", [_reads_a_written_constant, _reads_a_random_tensor])
+def test_tensors_written_from_data_or_drawn_at_random_are_not_constants(fn):
+    x = torch.randn(3)
+    report = dynvm.explain(fn)(x)
+    assert any("data-dependent value" in b.reason for b in report.break_reasons), str(report)
+
+
+def _returns_a_fresh_constant(x):
+    return x + 1, torch.tensor([1.0, 2.0])
+
+
+@pytest.mark.parametrize("backend", ["eager"] + (["dynvm"] if codegen_built() else []))
+def test_a_tensor_made_from_data_is_fresh_on_every_call(backend):
+    # The graph held torch.tensor(2.0) as one constant input behind a view (lift_fresh):
+    # t.add_(x.sum()) wrote into it, so the next call started from the last call's sum,
+    # and a caller that changed a returned torch.tensor([...]) changed later results.
+    compiled = dynvm.compile(_reads_a_written_constant, backend=backend)
+    for _ in range(3):
+        x = torch.randn(3)
+        assert torch.equal(compiled(x), _reads_a_written_constant(x))
+    returns = dynvm.compile(_returns_a_fresh_constant, backend=backend)
+    x = torch.randn(3)
+    first = returns(x)[1]
+    first.add_(10)
+    assert torch.equal(returns(x)[1], torch.tensor([1.0, 2.0]))

@@ -16,6 +16,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torch.func import functional_call as _functional_call
+from torch.utils._pytree import tree_leaves as _tree_leaves, tree_map as _tree_map
 
 from torch._subclasses import fake_tensor as _fake_tensor
 
@@ -120,12 +121,25 @@ def _is_tensor(x):
     return isinstance(x, torch.Tensor)
 
 
+# Operators whose result is not a function of their arguments' values: never folded.
+_NOT_FOLDED = ("empty", "rand", "normal", "bernoulli", "uniform", "dropout", "multinomial",
+               "exponential", "geometric", "cauchy", "poisson", "seed")
+# A folded tensor holds at most this many elements (scales and the like, not data).
+_FOLDED_NUMEL = 64
+
+
 class TraceSession:
-    """State of one trace: the fake mode and the operators recorded so far."""
+    """State of one trace: the fake mode and the operators recorded so far.
+
+    Tensors computed from Python constants alone (`torch.tensor(0.25).log2().round()`, as
+    torchvision's RoI pooler computes its scales) are also computed for real, small ones
+    on the CPU only, so that float(), int(), bool() and .item() of them are constants, as
+    their inputs are (guarded where they came from)."""
 
     def __init__(self):
         self.fake_mode = _make_fake_mode()
         self.records = []
+        self.folded = {}  # id(fake) -> (fake, its real value)
 
     def fake_from_real(self, tensor):
         fake = self.fake_mode.from_tensor(tensor)
@@ -139,10 +153,72 @@ class TraceSession:
     def call(self, fn, args, kwargs, grad_enabled):
         """Calls fn(*args, **kwargs) on fake tensors; returns (result, new records)."""
         start = len(self.records)
-        with torch.set_grad_enabled(grad_enabled):
-            with _tracing(), self.fake_mode, _Recorder(self.records):
-                result = fn(*args, **kwargs)
+        try:
+            with torch.set_grad_enabled(grad_enabled):
+                with _tracing(), self.fake_mode, _Recorder(self.records):
+                    result = fn(*args, **kwargs)
+        except DATA_DEPENDENT:
+            del self.records[start:]
+            value = self._call_folded(fn, args, kwargs)
+            if value is None or any(_is_tensor(v) for v in _tree_leaves(value)):
+                raise
+            return value, []  # .item() of a folded tensor: a constant, no operator
+        self._fold(fn, args, kwargs, result, start)
         return result, self._take(start)
+
+    def folded_value(self, fake):
+        """The real value of a fake tensor computed from constants alone, or None."""
+        entry = self.folded.get(id(fake))
+        return entry[1] if entry is not None and entry[0] is fake else None
+
+    def _real_arguments(self, args, kwargs):
+        """(args, kwargs) with every fake replaced by its folded value, or None when one
+        has none."""
+        missing = []
+
+        def real(x):
+            if not _is_tensor(x):
+                return x
+            value = self.folded_value(x)
+            if value is None:
+                missing.append(x)
+            return value
+
+        real_args, real_kwargs = _tree_map(real, (tuple(args), dict(kwargs)))
+        return None if missing else (real_args, real_kwargs)
+
+    def _call_folded(self, fn, args, kwargs):
+        arguments = self._real_arguments(args, kwargs)
+        if arguments is None:
+            return None
+        with torch.no_grad():
+            return fn(*arguments[0], **arguments[1])
+
+    def _fold(self, fn, args, kwargs, result, start):
+        records = self.records[start:]
+        if any(_mutates(func._schema) for func, _, _, _ in records):
+            self.folded.clear()  # whatever was written, no folded value is trusted after it
+            return
+        if not self.folded and any(_is_tensor(a) for a in _tree_leaves((args, kwargs))):
+            return  # the common case: tensors that come from the graph's inputs
+        for func, _, _, _ in records:
+            name = func._schema.name
+            if any(word in name for word in _NOT_FOLDED) or \
+                    torch.Tag.nondeterministic_seeded in func.tags:
+                return
+        outputs = [x for x in _tree_leaves(result) if _is_tensor(x)]
+        if not outputs or any(o.device.type != "cpu" or o.numel() > _FOLDED_NUMEL
+                              for o in outputs):
+            return
+        real = self._call_folded(fn, args, kwargs)
+        if real is None:
+            return
+        real_outputs = [x for x in _tree_leaves(real) if _is_tensor(x)]
+        if len(real_outputs) != len(outputs):
+            return
+        for fake, value in zip(outputs, real_outputs):
+            if tuple(fake.shape) == tuple(value.shape) and fake.dtype == value.dtype:
+                self.folded[id(fake)] = (fake, value)
 
     def call_module(self, module, fake_state, args, kwargs, grad_enabled):
         """Calls a leaf nn.Module with its parameters and buffers replaced by fakes."""
