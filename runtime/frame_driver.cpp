@@ -44,6 +44,19 @@ struct Segment {
   uint64_t explain_call = 0;                       // the explain call that last traced it
 };
 
+// Whether the variant's guards hold the value at `source` (its text) to a constant.
+bool guards_constant(const Variant& variant, const std::string& source) {
+  const vm::GuardSet& guards = variant.trace().guards;
+  for (size_t i = 0; i < guards.size(); ++i) {
+    const vm::Guard& g = guards[i];
+    if (g.kind == vm::GuardKind::ConstantMatch && g.source >= 0 &&
+        guards.sources()[g.source].text == source) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // The source of a failed constant guard on a value in the frame (a local or a stack
 // entry, or an item of a container held there: the dict a comprehension is building when
 // it breaks on .item()), or "": a number there is traced as opaque from then on
@@ -203,8 +216,31 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     vm::GuardFailure why;
     variants[0]->guards_hold(inputs, &why);
     std::string failing = vm::to_string(why);
-    std::string changing = changing_number(*variants[0], why);
-    if (!changing.empty()) cache.dynamic_sources.insert(changing);
+    // A number that differs from what some variant (not only the latest: a loop's resume
+    // point has one per iteration) held constant is traced as opaque from now on.
+    std::set<std::string> changed;
+    for (size_t i = 0; i < variants.size(); ++i) {
+      vm::GuardFailure failure;
+      if (i == 0) {
+        failure = why;
+      } else {
+        variants[i]->guards_hold(inputs, &failure);
+      }
+      std::string changing = changing_number(*variants[i], failure);
+      if (!changing.empty() && cache.dynamic_sources.insert(changing).second) {
+        changed.insert(changing);
+      }
+    }
+    for (const std::string& changing : changed) {
+      // Variants that hold the number as a constant only serve that one value again: the
+      // next trace reads it as opaque and serves every value, so they go (or, one per
+      // changed number and resume point, they would fill the cache up to its limit).
+      for (auto& [key, other] : cache.segments) {
+        std::erase_if(other.variants, [&](const std::unique_ptr<Variant>& v) {
+          return guards_constant(*v, changing);
+        });
+      }
+    }
     ++counters().recompiles;
     run_report().recompiles.push_back({code_name(code), failing});
     if (log_enabled("recompiles")) {
