@@ -199,17 +199,17 @@ class TraceSession:
         if any(_mutates(func._schema) for func, _, _, _ in records):
             self.folded.clear()  # whatever was written, no folded value is trusted after it
             return
+        outputs = [x for x in _tree_leaves(result) if _is_tensor(x)]
+        if not outputs or any(o.device.type != "cpu" or o.numel() > _FOLDED_NUMEL
+                              for o in outputs):
+            return  # the common case: a model's activations
         if not self.folded and any(_is_tensor(a) for a in _tree_leaves((args, kwargs))):
-            return  # the common case: tensors that come from the graph's inputs
+            return  # tensors that come from the graph's inputs
         for func, _, _, _ in records:
             name = func._schema.name
             if any(word in name for word in _NOT_FOLDED) or \
                     torch.Tag.nondeterministic_seeded in func.tags:
                 return
-        outputs = [x for x in _tree_leaves(result) if _is_tensor(x)]
-        if not outputs or any(o.device.type != "cpu" or o.numel() > _FOLDED_NUMEL
-                              for o in outputs):
-            return
         real = self._call_folded(fn, args, kwargs)
         if real is None:
             return

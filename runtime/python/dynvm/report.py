@@ -18,11 +18,6 @@ def compile_status(compile_requested, backend):
             f"compilation is not available in this build: {reason}; "
             "the script ran in plain CPython"
         )
-    if reason is not None:
-        return (
-            f"compilation is not available in this build: {reason}; "
-            "the script ran in plain CPython"
-        )
     return "compiled"
 
 
