@@ -107,3 +107,30 @@ def test_autocast_with_traced_arguments_breaks_cleanly():
 
     x = torch.ones(3)
     torch.testing.assert_close(dynvm.compile(fn, backend="eager")(x, True), fn(x, True))
+
+
+def _returns_an_autocast(x):
+    manager = torch.autocast("cpu", enabled=False)
+    return x * 2, manager
+
+
+def _raises_inside_autocast(x):
+    with torch.autocast("cpu", enabled=False):
+        raise ValueError("inside the block")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_autocast_object_that_escapes_is_the_real_one(backend):
+    x = torch.randn(3)
+    result, manager = dynvm.compile(_returns_an_autocast, backend=backend)(x)
+    assert isinstance(manager, torch.autocast)
+    assert torch.equal(result, x * 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_exception_inside_an_autocast_block_leaves_the_state_alone(backend):
+    compiled = dynvm.compile(_raises_inside_autocast, backend=backend)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="inside the block"):
+            compiled(torch.randn(3))
+    assert torch.is_autocast_enabled("cpu") is False
