@@ -122,8 +122,9 @@ ValuePtr from_concrete(PyObject* result) {  // borrowed
 }
 
 // Calls a pure function on concrete arguments.
-ValuePtr call_concrete(PyObject* callable, const std::vector<ValuePtr>& args,
-                       const KwArgs& kwargs) {
+// Concrete arguments as a call takes them: a tuple, and a dict (null when there are none).
+std::pair<PyRef, PyRef> concrete_arguments(const std::vector<ValuePtr>& args,
+                                           const KwArgs& kwargs) {
   PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
   for (size_t i = 0; i < args.size(); ++i) {
     PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), concrete_object(args[i]).release());
@@ -135,6 +136,12 @@ ValuePtr call_concrete(PyObject* callable, const std::vector<ValuePtr>& args,
       PyDict_SetItemString(kw.get(), name.c_str(), concrete_object(value).get());
     }
   }
+  return {std::move(tuple), std::move(kw)};
+}
+
+ValuePtr call_concrete(PyObject* callable, const std::vector<ValuePtr>& args,
+                       const KwArgs& kwargs) {
+  auto [tuple, kw] = concrete_arguments(args, kwargs);
   PyRef result = PyRef::steal(PyObject_Call(callable, tuple.get(), kw.get()));
   // The arguments are guarded constants: an exception is what the call raises every time.
   if (!result) raise_python_error("calling " + name_of(callable));
@@ -277,19 +284,13 @@ ValuePtr grad_mode(bool enabled) {
 // every trace guards (AUTOCAST); a block that changes the state would change what the ops
 // in it compute, which the graph does not model.
 ValuePtr autocast_context(const std::vector<ValuePtr>& args, const KwArgs& kwargs) {
-  PyRef positional = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
-  PyRef keywords = PyRef::steal(PyDict_New());
-  if (!positional || !keywords) unsupported_from_python_error("torch.autocast()");
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (!args[i]->is_constant()) unsupported("torch.autocast() with a traced argument");
-    PyTuple_SET_ITEM(positional.get(), static_cast<Py_ssize_t>(i), Py_NewRef(args[i]->py()));
+  for (const auto& a : args) {
+    if (!a->is_constant()) unsupported("torch.autocast() with a traced argument");
   }
-  for (const auto& [name, value] : kwargs) {
-    if (!value->is_constant()) unsupported("torch.autocast() with a traced argument");
-    if (PyDict_SetItemString(keywords.get(), name.c_str(), value->py()) < 0) {
-      unsupported_from_python_error("torch.autocast()");
-    }
+  for (const auto& kv : kwargs) {
+    if (!kv.second->is_constant()) unsupported("torch.autocast() with a traced argument");
   }
+  auto [positional, keywords] = concrete_arguments(args, kwargs);
   PyRef check =
       PyRef::steal(PyObject_GetAttrString(known().tracing.get(), "autocast_is_unchanged"));
   PyRef unchanged =

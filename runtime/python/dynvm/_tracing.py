@@ -196,13 +196,16 @@ class TraceSession:
 
     def _fold(self, fn, args, kwargs, result, start):
         records = self.records[start:]
-        if any(_mutates(func._schema) for func, _, _, _ in records):
+        outputs = [x for x in _tree_leaves(result) if _is_tensor(x)]
+        small = bool(outputs) and all(o.device.type == "cpu" and o.numel() <= _FOLDED_NUMEL
+                                      for o in outputs)
+        # A write (with nothing folded and no small result, there is nothing to forget or
+        # to fold: a model's activations, the common case, skip the scan).
+        if (self.folded or small) and any(_mutates(func._schema) for func, _, _, _ in records):
             self.folded.clear()  # whatever was written, no folded value is trusted after it
             return
-        outputs = [x for x in _tree_leaves(result) if _is_tensor(x)]
-        if not outputs or any(o.device.type != "cpu" or o.numel() > _FOLDED_NUMEL
-                              for o in outputs):
-            return  # the common case: a model's activations
+        if not small:
+            return
         if not self.folded and any(_is_tensor(a) for a in _tree_leaves((args, kwargs))):
             return  # tensors that come from the graph's inputs
         for func, _, _, _ in records:
