@@ -95,3 +95,19 @@ def cache_size_limit():
     if value < 1:
         raise ValueError(f"DYNVM_CACHE_SIZE_LIMIT: expected a positive integer, got {text!r}")
     return value
+
+
+FAKE_CACHE_MODES = ("on", "off", "verify")
+
+
+def fake_cache_mode(environ=None):
+    """DYNVM_FAKE_CACHE: "on" (default) answers repeated operators on fake tensors from
+    dynvm's metadata cache while tracing, "off" sends every one to torch's fake mode, and
+    "verify" answers from the cache and checks each answer against the fake mode (raising
+    on a difference), for tests."""
+    environ = os.environ if environ is None else environ
+    text = environ.get("DYNVM_FAKE_CACHE", "").strip().lower() or "on"
+    if text not in FAKE_CACHE_MODES:
+        raise ValueError(f"DYNVM_FAKE_CACHE: expected one of {', '.join(FAKE_CACHE_MODES)}, "
+                         f"got {text!r}")
+    return text
