@@ -87,6 +87,16 @@ def test_answers_equal_the_fake_mode(name, cache_state):
     assert records  # a hit is still recorded as an operator of the graph
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_answers_on_cuda_equal_the_fake_mode(cache_state):
+    # A CPU scalar tensor with a CUDA one gives a CUDA result: devices are in the key.
+    _fake_cache.enabled, _fake_cache.verify = True, True
+    session, (a, s) = _session_with(torch.randn(4, 6, device="cuda"), torch.tensor(2.0))
+    first, second, _, hits = _run_twice(session, lambda x, y: (x * y).t(), (a, s))
+    assert hits >= 2
+    assert second.device.type == "cuda" and _layout(second) == _layout(first)
+
+
 def test_a_cached_view_shares_its_input_storage(cache_state):
     _fake_cache.enabled, _fake_cache.verify = True, False
     session, (x,) = _session_with(torch.randn(4, 6))
