@@ -131,6 +131,17 @@ def test_keys_tell_apart_what_results_depend_on(cache_state):
     assert tuple(s0.shape) == (1, 6) and tuple(s1.shape) == (4, 1)
 
 
+def test_device_queries_answer_the_fake_device():
+    # C++ code asks a fake tensor for its device through the dispatcher (prim::device);
+    # the answer is the device the fake stands for, and no operator of the graph.
+    session, (a,) = _session_with(torch.randn(4, 6))
+    device, records = session.call(torch.ops.prim.device.default, (a,), {}, False)
+    assert device == torch.device("cpu") and records == []
+    sliced, records = session.call(lambda x: x[1:, :2], (a,), {}, False)
+    assert sliced.device == torch.device("cpu") and tuple(sliced.shape) == (3, 2)
+    assert [name for name, _, _ in records] == ["aten::slice.Tensor", "aten::slice.Tensor"]
+
+
 def test_real_tensors_and_unknown_objects_are_not_keys():
     session, (a,) = _session_with(torch.randn(3))
     assert _fake_cache.key_of(aten.add.Tensor, (a, a), {}, session.fake_mode) is not None

@@ -98,6 +98,10 @@ class InPlaceLayoutChanged(RuntimeError):
     (it raises instead): the VM turns this into a graph break."""
 
 
+_PRIM_DEVICE = torch.ops.prim.device.default
+_FakeTensor = _fake_tensor.FakeTensor
+
+
 class _Recorder(TorchDispatchMode):
     """Appends (operator name, schema, args, kwargs, out) for every top-level op."""
 
@@ -107,6 +111,12 @@ class _Recorder(TorchDispatchMode):
         self.fake_mode = fake_mode
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _PRIM_DEVICE and len(args) == 1 and type(args[0]) is _FakeTensor and \
+                args[0].fake_mode is self.fake_mode and not self.fake_mode.in_kernel_invocation:
+            # A device query that C++ code (indexing, TensorIterator) makes of a fake tensor:
+            # its answer is the fake's device, as the fake mode would give after building a
+            # cache key, and it is no operator of the graph. GPT-2 makes about 450 of them.
+            return args[0].fake_device
         kwargs = kwargs or {}
         kind = _fake_cache.kind_of(func)
         key = None if kind is None else _fake_cache.key_of(func, args, kwargs, self.fake_mode)
