@@ -56,7 +56,25 @@ def _tracing():
         _trace_state.depth -= 1
 
 
+class _SessionFakeMode(FakeTensorMode):
+    """A fake mode that asks whether a device (CUDA, ...) is available once, when the
+    trace starts, rather than each time it is entered: the VM enters it for every torch
+    call it traces, and torch's own property calls torch.cuda.is_available() (about a
+    tenth of a traced call where torch was built with CUDA)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._avoid_device_init = FakeTensorMode.avoid_device_init.fget(self)
+
+    @property
+    def avoid_device_init(self):
+        return self._avoid_device_init
+
+
 def _make_fake_mode():
+    mode_class = (_SessionFakeMode
+                  if isinstance(FakeTensorMode.__dict__.get("avoid_device_init"), property)
+                  else FakeTensorMode)
     params = inspect.signature(FakeTensorMode.__init__).parameters
     kwargs = {}
     if "throw_on_data_dependent_ops" in params:
@@ -65,7 +83,7 @@ def _make_fake_mode():
         kwargs["allow_non_fake_inputs"] = False
     if "static_shapes" in params:
         kwargs["static_shapes"] = True
-    return FakeTensorMode(**kwargs)
+    return mode_class(**kwargs)
 
 
 def _qualified_name(func):
