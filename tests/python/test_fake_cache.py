@@ -70,6 +70,7 @@ CALLS = {
                    lambda: (torch.randn(3, 6), torch.randn(6))),
     "matmul": (lambda a, b: a @ b, lambda: (torch.randn(2, 3, 4), torch.randn(4, 5))),
     "arange": (lambda: torch.arange(7.0), lambda: ()),
+    "max_with_indices": (lambda a: a.max(1), lambda: (torch.randn(4, 6),)),
 }
 
 

@@ -135,7 +135,9 @@ def _storage_id(tensor):
 def _describe_outputs(kind, args, out):
     """The entry for what the fake mode returned, or None when it is not of the form the
     operator's kind promises (then the key is never answered from the cache)."""
-    tensors = out if isinstance(out, (tuple, list)) else (out,)
+    if type(out) not in (FakeTensor, tuple, list):
+        return None  # a number, or a named tuple type the entry would not rebuild
+    tensors = out if type(out) is not FakeTensor else (out,)
     inputs = [a for a in args if isinstance(a, torch.Tensor)]
     base = _storage_id(args[0]) if kind == VIEW and inputs and args[0] is inputs[0] else None
     if kind == VIEW and base is None:
