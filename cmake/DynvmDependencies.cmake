@@ -32,15 +32,12 @@ target_compile_definitions(dynvm_python_internal INTERFACE Py_BUILD_CORE)
 add_library(dynvm::python_internal ALIAS dynvm_python_internal)
 
 # --- CUDA toolkit for the GPU backend: NVRTC and the driver API, no nvcc needed. Found
-# before libtorch, whose package (a CUDA build of torch) looks for the toolkit too.
+# before libtorch, whose package (a CUDA build of torch) looks for the toolkit too. Only
+# its headers are needed to build (see "CUDA target" below).
 if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
   set(CUDAToolkit_ROOT /usr/local/cuda)
 endif()
 find_package(CUDAToolkit QUIET)
-set(DYNVM_HAVE_CUDA OFF)
-if(CUDAToolkit_FOUND AND TARGET CUDA::nvrtc AND TARGET CUDA::cuda_driver)
-  set(DYNVM_HAVE_CUDA ON)
-endif()
 
 # --- libtorch: the CMake package inside that Python's torch (torch/share/cmake/Torch), so
 # the C++ and the Python sides are one torch. Found without importing torch (seconds);
@@ -105,6 +102,34 @@ else()
                       "scripts/build.sh)")
 endif()
 
+# --- CUDA target: built from the headers of NVRTC and the driver API (cuda.h, nvrtc.h);
+# the libraries are loaded at run time (codegen/cuda_libraries.cpp), so that one build
+# runs on machines with no driver or no GPU and reports why the target is not usable
+# there. The headers come from the toolkit or from the NVIDIA package that a CUDA build
+# of torch installs beside it (site-packages/nvidia/cu13), which also carries NVRTC.
+set(DYNVM_HAVE_CUDA OFF)
+set(_dynvm_cuda_hints "")
+if(CUDAToolkit_FOUND)
+  list(APPEND _dynvm_cuda_hints ${CUDAToolkit_INCLUDE_DIRS})
+endif()
+if(DYNVM_TORCH_PYDIR)
+  file(GLOB _dynvm_nvidia_includes "${DYNVM_TORCH_PYDIR}/../nvidia/cu*/include")
+  list(APPEND _dynvm_cuda_hints ${_dynvm_nvidia_includes})
+endif()
+find_path(DYNVM_NVRTC_INCLUDE_DIR nvrtc.h HINTS ${_dynvm_cuda_hints} NO_DEFAULT_PATH)
+find_path(DYNVM_CUDA_INCLUDE_DIR cuda.h HINTS ${DYNVM_NVRTC_INCLUDE_DIR} ${_dynvm_cuda_hints}
+          NO_DEFAULT_PATH)
+if(DYNVM_NVRTC_INCLUDE_DIR AND DYNVM_CUDA_INCLUDE_DIR)
+  set(DYNVM_HAVE_CUDA ON)
+  get_filename_component(DYNVM_CUDA_ROOT "${DYNVM_NVRTC_INCLUDE_DIR}" DIRECTORY)
+  get_filename_component(DYNVM_CUDA_ROOT "${DYNVM_CUDA_ROOT}" REALPATH)
+  add_library(dynvm_cuda_headers INTERFACE)
+  target_include_directories(dynvm_cuda_headers SYSTEM INTERFACE ${DYNVM_NVRTC_INCLUDE_DIR}
+                                                                  ${DYNVM_CUDA_INCLUDE_DIR})
+  target_link_libraries(dynvm_cuda_headers INTERFACE ${CMAKE_DL_LIBS})
+  add_library(dynvm::cuda_headers ALIAS dynvm_cuda_headers)
+endif()
+
 # --- LLVM for the CPU backend (ORC JIT). LLVM 16: the newest Debian 12 packages, and
 # the version whose shared library the GPU machine carries (docs/dependencies.md).
 find_package(LLVM 16 CONFIG QUIET HINTS /usr/lib/llvm-16/lib/cmake/llvm)
@@ -131,7 +156,8 @@ function(dynvm_print_configuration)
   message(STATUS "dynvm ${PROJECT_VERSION}: Python ${Python3_VERSION} (${Python3_EXECUTABLE})")
   message(STATUS "  libtorch:    ${DYNVM_HAVE_TORCH} ${DYNVM_TORCH_VERSION} (${DYNVM_TORCH_PYDIR})")
   message(STATUS "  LLVM:        ${DYNVM_HAVE_LLVM} ${LLVM_PACKAGE_VERSION} (CPU backend)")
-  message(STATUS "  CUDA:        ${DYNVM_HAVE_CUDA} ${CUDAToolkit_VERSION} (GPU backend)")
+  message(STATUS "  CUDA:        ${DYNVM_HAVE_CUDA} (GPU backend; NVRTC and driver loaded at run time; "
+                 "headers ${DYNVM_NVRTC_INCLUDE_DIR})")
   message(STATUS "  Boost:       ${Boost_VERSION}")
   message(STATUS "  tests:       ${DYNVM_BUILD_TESTS}, sanitizers: ${DYNVM_SANITIZE}")
 endfunction()

@@ -24,8 +24,8 @@ if(DYNVM_HAVE_LLVM)
     $<INSTALL_INTERFACE:${LLVM_LIBRARY_DIR}/libLLVM-${LLVM_VERSION_MAJOR}.so>)
 endif()
 if(DYNVM_HAVE_CUDA)
-  target_link_libraries(dynvm INTERFACE $<INSTALL_INTERFACE:CUDA::nvrtc>
-                                         $<INSTALL_INTERFACE:CUDA::cuda_driver>)
+  # NVRTC and the driver are loaded at run time (dlopen).
+  target_link_libraries(dynvm INTERFACE $<INSTALL_INTERFACE:${CMAKE_DL_LIBS}>)
 endif()
 
 install(TARGETS dynvm EXPORT dynvmTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)

@@ -5,6 +5,7 @@
 
 #include "compiled_function_type.h"
 #include "dynvm/codegen/cpu_jit.h"
+#include "dynvm/codegen/targets.h"
 #include "dynvm/dynvm.h"
 #include "dynvm/frontend/decode.h"
 #include "dynvm/frontend/dis_listing.h"
@@ -52,7 +53,28 @@ PyObject* module_dis_json(PyObject*, PyObject* code) {
   return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
 }
 
+// targets() -> list of dicts: each code-generation target, whether it is built and usable
+// on this machine, and why not.
+PyObject* module_targets(PyObject*, PyObject*) {
+  PyObject* list = PyList_New(0);
+  if (list == nullptr) return nullptr;
+  for (const dynvm::codegen::TargetInfo& t : dynvm::codegen::targets()) {
+    PyObject* item = Py_BuildValue("{s:s,s:O,s:O,s:s,s:s}", "name", t.name.c_str(), "built",
+                                   t.built ? Py_True : Py_False, "usable",
+                                   t.usable ? Py_True : Py_False, "toolchain", t.toolchain.c_str(),
+                                   "why_not", (t.built ? t.why_unusable : t.why_not).c_str());
+    if (item == nullptr || PyList_Append(list, item) < 0) {
+      Py_XDECREF(item);
+      Py_DECREF(list);
+      return nullptr;
+    }
+    Py_DECREF(item);
+  }
+  return list;
+}
+
 PyMethodDef kMethods[] = {
+    {"targets", module_targets, METH_NOARGS, "Code-generation targets: built, usable, why not."},
     {"dis_json", module_dis_json, METH_O, "The dis listing of a code object, as JSON."},
     {"counters", module_counters, METH_NOARGS, "The process-wide compilation counters."},
     {"reset", module_reset, METH_NOARGS, "Drop every compiled variant; zero the counters."},

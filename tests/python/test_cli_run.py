@@ -430,10 +430,43 @@ def test_version():
     assert result.returncode == 0
     assert result.stderr == ""
     # The Python of the tests is the one dynvm was built for (CTest runs them with it).
-    assert result.stdout == (
+    first, *targets = result.stdout.splitlines()
+    assert first == (
         f"dynvm {generated_version()} (Python {platform.python_version()}, "
-        f"torch {torch.__version__}, {sys.executable})\n"
+        f"torch {torch.__version__}, {sys.executable})"
     )
+    # Then each code-generation target, as dynvm.config.targets() reports it.
+    from dynvm import config
+
+    expected = []
+    for t in config.targets():
+        if not t["built"]:
+            expected.append(f"  {t['name']}: not built ({t['why_not']})")
+        else:
+            state = "usable" if t["usable"] else f"not usable here: {t['why_not']}"
+            expected.append(f"  {t['name']}: built ({t['toolchain']}), {state}")
+    assert targets == expected
+    assert [line.split(":")[0].strip() for line in targets] == ["cpu", "cuda"]
+
+
+def test_targets_are_reported_truthfully():
+    import torch
+    from dynvm import config
+
+    targets = {t["name"]: t for t in config.targets()}
+    assert list(targets) == ["cpu", "cuda"]
+    for t in targets.values():
+        assert t["usable"] <= t["built"]
+        assert bool(t["why_not"]) == (not t["usable"])  # every target that is off says why
+    cpu, cuda = targets["cpu"], targets["cuda"]
+    from dynvm import _native
+
+    assert cpu["usable"] == cpu["built"] == bool(_native.core().has_codegen)
+    if cuda["usable"]:
+        assert torch.cuda.is_available()  # a driver and a GPU, as torch sees them too
+    elif cuda["built"] and not torch.cuda.is_available():
+        assert "driver" in cuda["why_not"] or "GPU" in cuda["why_not"] or \
+            "NVRTC" in cuda["why_not"]
 
 
 @pytest.mark.parametrize("args", [["--help"], ["-h"], ["help"], ["help", "help"]])

@@ -1,4 +1,5 @@
-"""dynvm's settings: the valid backend, mode and log names, and the DYNVM_* variables."""
+"""dynvm's settings: the valid backend, mode and log names, the DYNVM_* variables, and the
+code-generation targets this build has (`targets()`)."""
 
 import os
 
@@ -111,3 +112,14 @@ def fake_cache_mode(environ=None):
         raise ValueError(f"DYNVM_FAKE_CACHE: expected one of {', '.join(FAKE_CACHE_MODES)}, "
                          f"got {text!r}")
     return text
+
+
+def targets():
+    """The code-generation targets, in a fixed order ("cpu", "cuda"): for each a dict with
+    `name`, `built` (compiled into this build), `usable` (and what it needs at run time,
+    such as a CUDA driver and GPU for "cuda", is on this machine), `toolchain` ("LLVM 16.0.6
+    ORC JIT", "NVRTC 13.0") and `why_not` (why it is not built, or not usable here; empty
+    when it is). Loads dynvm's native core."""
+    from . import _native
+
+    return _native.core().targets()

@@ -1,0 +1,195 @@
+// Loads NVRTC and the CUDA driver with dlopen and resolves the entry points dynvm uses,
+// through the function types of their own headers, so a wrong signature cannot compile.
+#include "dynvm/codegen/cuda_libraries.h"
+
+#ifdef DYNVM_HAVE_CUDA
+#include <cuda.h>
+#include <dlfcn.h>
+#include <nvrtc.h>
+
+#include <vector>
+#endif
+
+namespace dynvm::codegen {
+
+#ifdef DYNVM_HAVE_CUDA
+namespace {
+
+struct NvrtcEntryPoints {
+  decltype(&nvrtcVersion) version = nullptr;
+  decltype(&nvrtcGetErrorString) error_string = nullptr;
+  decltype(&nvrtcCreateProgram) create_program = nullptr;
+  decltype(&nvrtcCompileProgram) compile_program = nullptr;
+  decltype(&nvrtcGetPTXSize) ptx_size = nullptr;
+  decltype(&nvrtcGetPTX) ptx = nullptr;
+  decltype(&nvrtcGetProgramLogSize) log_size = nullptr;
+  decltype(&nvrtcGetProgramLog) log = nullptr;
+  decltype(&nvrtcDestroyProgram) destroy_program = nullptr;
+};
+
+struct Loaded {
+  CudaLibraries report;
+  NvrtcEntryPoints nvrtc;
+};
+
+template <typename F>
+bool resolve(void* library, const char* name, F* out) {
+  *out = reinterpret_cast<F>(dlsym(library, name));
+  return *out != nullptr;
+}
+
+std::string last_dlerror() {
+  const char* message = dlerror();
+  return message != nullptr ? message : "unknown error";
+}
+
+// NVRTC of the major version the headers are, first beside those headers (the toolkit's
+// lib64, or the lib folder of torch's NVIDIA package), then wherever the loader finds it.
+std::vector<std::string> nvrtc_candidates() {
+  std::string so = "libnvrtc.so." + std::to_string(CUDA_VERSION / 1000);
+  return {std::string(DYNVM_CUDA_ROOT) + "/lib64/" + so,
+          std::string(DYNVM_CUDA_ROOT) + "/lib/" + so, so, "libnvrtc.so"};
+}
+
+void load_nvrtc(Loaded& loaded) {
+  CudaLibraries& r = loaded.report;
+  void* library = nullptr;
+  std::string first_error;
+  for (const std::string& candidate : nvrtc_candidates()) {
+    library = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (library != nullptr) {
+      r.nvrtc_path = candidate;
+      break;
+    }
+    if (first_error.empty()) first_error = last_dlerror();
+  }
+  if (library == nullptr) {
+    r.why_not_nvrtc = "NVRTC was not found (" + first_error + ")";
+    return;
+  }
+  NvrtcEntryPoints& e = loaded.nvrtc;
+  bool all = resolve(library, "nvrtcVersion", &e.version) &&
+             resolve(library, "nvrtcGetErrorString", &e.error_string) &&
+             resolve(library, "nvrtcCreateProgram", &e.create_program) &&
+             resolve(library, "nvrtcCompileProgram", &e.compile_program) &&
+             resolve(library, "nvrtcGetPTXSize", &e.ptx_size) &&
+             resolve(library, "nvrtcGetPTX", &e.ptx) &&
+             resolve(library, "nvrtcGetProgramLogSize", &e.log_size) &&
+             resolve(library, "nvrtcGetProgramLog", &e.log) &&
+             resolve(library, "nvrtcDestroyProgram", &e.destroy_program);
+  if (!all) {
+    r.why_not_nvrtc = r.nvrtc_path + " lacks an entry point dynvm uses (" + last_dlerror() + ")";
+    return;
+  }
+  if (e.version(&r.nvrtc_major, &r.nvrtc_minor) != NVRTC_SUCCESS) {
+    r.why_not_nvrtc = r.nvrtc_path + " did not report its version";
+    return;
+  }
+  // NVRTC opens its builtins library by name when it compiles; one beside a NVRTC loaded
+  // from a folder is loaded first, so that it is found whatever the process's search path
+  // (torch's NVIDIA package is on none).
+  size_t slash = r.nvrtc_path.rfind('/');
+  if (slash != std::string::npos) {
+    std::string builtins = r.nvrtc_path.substr(0, slash) + "/libnvrtc-builtins.so." +
+                           std::to_string(r.nvrtc_major) + "." + std::to_string(r.nvrtc_minor);
+    dlopen(builtins.c_str(), RTLD_NOW | RTLD_GLOBAL);  // if absent, NVRTC says so on compile
+  }
+  r.nvrtc = true;
+}
+
+void load_driver(CudaLibraries& r) {
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    r.why_not_driver = "no CUDA driver (" + last_dlerror() + ")";
+    return;
+  }
+  decltype(&cuInit) init = nullptr;
+  decltype(&cuDriverGetVersion) driver_version = nullptr;
+  decltype(&cuDeviceGetCount) device_count = nullptr;
+  if (!resolve(library, "cuInit", &init) ||
+      !resolve(library, "cuDriverGetVersion", &driver_version) ||
+      !resolve(library, "cuDeviceGetCount", &device_count)) {
+    r.why_not_driver = "the CUDA driver lacks an entry point dynvm uses (" + last_dlerror() + ")";
+    return;
+  }
+  driver_version(&r.driver_version);
+  CUresult status = init(0);
+  if (status != CUDA_SUCCESS) {
+    r.why_not_driver = "the CUDA driver did not initialise (error " +
+                       std::to_string(static_cast<int>(status)) + "; no GPU visible?)";
+    return;
+  }
+  r.driver = true;
+  if (device_count(&r.device_count) != CUDA_SUCCESS || r.device_count == 0) {
+    r.device_count = 0;
+    r.why_not_driver = "the CUDA driver sees no GPU";
+  }
+}
+
+const Loaded& loaded() {
+  static const Loaded instance = [] {
+    Loaded l;
+    load_nvrtc(l);
+    load_driver(l.report);
+    return l;
+  }();
+  return instance;
+}
+
+}  // namespace
+
+const CudaLibraries& cuda_libraries() { return loaded().report; }
+
+Expected<std::string> nvrtc_compile_to_ptx(const std::string& source, const std::string& name,
+                                           const std::string& architecture) {
+  const Loaded& l = loaded();
+  if (!l.report.nvrtc) return make_error(l.report.why_not_nvrtc);
+  const NvrtcEntryPoints& e = l.nvrtc;
+  nvrtcProgram program = nullptr;
+  nvrtcResult status =
+      e.create_program(&program, source.c_str(), name.c_str(), 0, nullptr, nullptr);
+  if (status != NVRTC_SUCCESS) {
+    return make_error(std::string("NVRTC could not create a program: ") + e.error_string(status));
+  }
+  std::string arch_option = "--gpu-architecture=" + architecture;
+  const char* options[] = {arch_option.c_str(), "--std=c++17"};
+  status = e.compile_program(program, 2, options);
+  size_t log_size = 0;
+  e.log_size(program, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size > 0) e.log(program, log.data());
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  if (status != NVRTC_SUCCESS) {
+    e.destroy_program(&program);
+    return make_error("NVRTC could not compile " + name + " for " + architecture + ": " +
+                      e.error_string(status) + (log.empty() ? "" : "\n" + log));
+  }
+  size_t ptx_size = 0;
+  e.ptx_size(program, &ptx_size);
+  std::string ptx(ptx_size, '\0');
+  e.ptx(program, ptx.data());
+  e.destroy_program(&program);
+  while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+  return ptx;
+}
+
+#else  // no CUDA target in this build
+
+const CudaLibraries& cuda_libraries() {
+  static const CudaLibraries none = [] {
+    CudaLibraries r;
+    r.why_not_nvrtc = "this build has no CUDA target";
+    r.why_not_driver = "this build has no CUDA target";
+    return r;
+  }();
+  return none;
+}
+
+Expected<std::string> nvrtc_compile_to_ptx(const std::string&, const std::string&,
+                                           const std::string&) {
+  return make_error("this build has no CUDA target");
+}
+
+#endif
+
+}  // namespace dynvm::codegen
