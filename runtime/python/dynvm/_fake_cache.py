@@ -51,12 +51,6 @@ verify = _mode == "verify"
 hits = 0
 
 
-def clear():
-    global hits
-    _entries.clear()
-    hits = 0
-
-
 class _NotCacheable(Exception):
     pass
 
@@ -182,6 +176,14 @@ def call(func, kind, key, args, kwargs, mode):
     return check_hit(func, args, kwargs, out) if verify else out
 
 
+def new_fake(mode, shape, stride, dtype, device, requires_grad):
+    """A fake tensor with its own storage, made as the fake mode makes its outputs."""
+    with _no_dispatch():
+        meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta",
+                                   requires_grad=requires_grad)
+        return FakeTensor(mode, meta, device)
+
+
 def replay(entry, kind, args, mode):
     """The outputs an entry describes, made as the fake mode would make them."""
     container, described = entry
@@ -194,13 +196,12 @@ def replay(entry, kind, args, mode):
                 continue
             shape, stride, offset, dtype, device, requires_grad = d
             if storage is None:
-                meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta",
-                                           requires_grad=requires_grad)
-            else:
-                meta = torch.empty((0,), dtype=dtype, device="meta")
-                meta.set_(storage, offset, shape, stride)
-                if requires_grad:
-                    meta.requires_grad_(True)
+                outputs.append(new_fake(mode, shape, stride, dtype, device, requires_grad))
+                continue
+            meta = torch.empty((0,), dtype=dtype, device="meta")
+            meta.set_(storage, offset, shape, stride)
+            if requires_grad:
+                meta.requires_grad_(True)
             outputs.append(FakeTensor(mode, meta, device))
     global hits
     hits += 1

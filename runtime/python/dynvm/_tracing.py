@@ -13,7 +13,6 @@ import threading
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.utils._mode_utils import no_dispatch as _no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torch.func import functional_call as _functional_call
@@ -205,10 +204,7 @@ def _plain_fake(fake_mode, tensor):
     span = 0 if 0 in sizes else 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
     if t.untyped_storage().nbytes() != span * t.element_size():
         return None  # a storage shared with other tensors, or resized under the tensor
-    with _no_dispatch():
-        meta = torch.empty_strided(sizes, strides, dtype=t.dtype, device="meta",
-                                   requires_grad=t.requires_grad)
-    fake = fake_mode.fake_tensor_converter.from_meta_and_device(fake_mode, meta, t.device)
+    fake = _fake_cache.new_fake(fake_mode, sizes, strides, t.dtype, t.device, t.requires_grad)
     if type(t) is torch.nn.Parameter:
         fake._is_param = True
     if getattr(t, "_is_buffer", False):
