@@ -6,10 +6,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <optional>
 #include <utility>
 
 #include "dynvm/codegen/aten_executor.h"
 #include "dynvm/codegen/cpu_kernel.h"
+#include "dynvm/codegen/cuda_kernel.h"
+#include "dynvm/codegen/targets.h"
 #include "dynvm/graph/functionalize.h"
 #include "dynvm/graph/fusion_pipeline.h"
 #include "dynvm/graph/graph_dot.h"
@@ -45,11 +50,15 @@ namespace {
 
 // Why `graph` cannot run as fused kernels, or "".
 std::string unfusable(const graph::Graph& graph, bool grad_enabled) {
+  std::optional<int64_t> cuda_device;
   for (const graph::Value* input : graph.inputs()) {
     const auto& meta = input->type().meta;
-    if (meta && meta->device.type != graph::DeviceType::Cpu) {
-      return "a graph input is not on the CPU";
-    }
+    if (!meta || meta->device.type == graph::DeviceType::Cpu) continue;
+    if (meta->device.type != graph::DeviceType::Cuda)
+      return "a graph input is on another device than the CPU or CUDA";
+    if (cuda_device && *cuda_device != meta->device.index)
+      return "the graph's inputs are on several CUDA devices";
+    cuda_device = meta->device.index;
   }
   // Inputs that require grad are fine under no_grad: what matters is whether autograd
   // would record a node the graph runs.
@@ -76,18 +85,20 @@ std::string unfusable(const graph::Graph& graph, bool grad_enabled) {
 // wherever they are told (planned slots); a group running through ATen may return its
 // inputs or views of them; extern calls allocate their own results.
 graph::OutputStorage output_storage(const graph::Node& node,
-                                    const std::vector<const CpuKernel*>& kernel_of_group) {
+                                    const std::vector<const FusedKernel*>& kernel_of_group) {
   if (node.op() != graph::kFusedOp) {
     graph::OutputStorage storage = graph::default_output_storage(node);
     return storage == graph::OutputStorage::Planned ? graph::OutputStorage::Fresh : storage;
   }
   const graph::Argument* group = node.kwarg("group");
-  const CpuKernel* kernel = nullptr;
+  const FusedKernel* kernel = nullptr;
   if (group != nullptr && group->kind() == graph::Argument::Kind::Int && group->as_int() >= 0 &&
       static_cast<size_t>(group->as_int()) < kernel_of_group.size()) {
     kernel = kernel_of_group[static_cast<size_t>(group->as_int())];
   }
   if (kernel == nullptr) return graph::OutputStorage::AliasesAny;
+  // The arena is host memory: device kernels get fresh outputs from their allocator.
+  if (kernel->as_cpu() == nullptr) return graph::OutputStorage::Fresh;
   // run_into needs exactly the layout the kernel was compiled for.
   const std::vector<graph::TensorMeta>& metas = kernel->output_metas();
   bool same_layout = metas.size() == node.num_outputs();
@@ -97,6 +108,68 @@ graph::OutputStorage output_storage(const graph::Node& node,
                   meta->sizes == metas[i].sizes && meta->strides == metas[i].strides;
   }
   return same_layout ? graph::OutputStorage::Planned : graph::OutputStorage::Fresh;
+}
+
+// The device a group's kernel runs on: that of its tensors (inputs, or outputs when it has
+// none), or nullopt when they are on several devices or one without a code generator.
+std::optional<graph::Device> group_device(const graph::Graph& group) {
+  std::optional<graph::Device> device;
+  auto visit = [&](const graph::Value* v) {
+    const graph::TensorMeta* meta = v->meta();
+    if (meta == nullptr) return false;
+    if (device && (device->type != meta->device.type || device->index != meta->device.index)) {
+      return false;
+    }
+    device = meta->device;
+    return true;
+  };
+  for (const graph::Value* v : group.inputs()) {
+    if (!visit(v)) return std::nullopt;
+  }
+  for (const graph::Value* v : group.outputs()) {
+    if (!visit(v)) return std::nullopt;
+  }
+  return device;
+}
+
+// Says once per process why CUDA groups run through ATen, when the CUDA target cannot
+// compile them here.
+void say_once_why_cuda_is_off(const std::string& why) {
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    std::cerr << "dynvm: CUDA graphs run through ATen (no fused CUDA kernels): " << why << "\n";
+  });
+}
+
+// The group compiled for its device, or the reason it runs through ATen.
+Expected<std::unique_ptr<FusedKernel>> compile_group(const graph::Graph& group,
+                                                     const std::string& name) {
+  std::optional<graph::Device> device = group_device(group);
+  if (!device) return make_error("the group's tensors are on several devices");
+  if (device->type == graph::DeviceType::Cpu) {
+    auto kernel = CpuKernel::compile(group, {}, name);
+    if (!kernel) return kernel.error();
+    return std::unique_ptr<FusedKernel>(std::move(kernel).value());
+  }
+  if (device->type == graph::DeviceType::Cuda) {
+    static const TargetInfo cuda = [] {
+      for (const TargetInfo& t : targets()) {
+        if (t.name == "cuda") return t;
+      }
+      return TargetInfo{};
+    }();
+    if (!cuda.usable) {
+      std::string why =
+          !cuda.built ? "this build has no CUDA target (" + cuda.why_not + ")" : cuda.why_unusable;
+      say_once_why_cuda_is_off(why);
+      return make_error(why);
+    }
+    auto kernel =
+        CudaKernel::compile(group, static_cast<int>(std::max<int64_t>(0, device->index)), name);
+    if (!kernel) return kernel.error();
+    return std::unique_ptr<FusedKernel>(std::move(kernel).value());
+  }
+  return make_error("no code generator for the group's device");
 }
 
 }  // namespace
@@ -126,12 +199,12 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
   compiled->group_count_ = fusion.groups.size();
   std::vector<AtenExecutor::GroupRunner> runners;
   std::vector<AtenExecutor::GroupIntoRunner> into_runners;
-  std::vector<const CpuKernel*> kernel_of_group;
+  std::vector<const FusedKernel*> kernel_of_group;
   for (size_t i = 0; i < fusion.groups.size(); ++i) {
     const graph::Graph& group = fusion.groups[i];
-    auto kernel = CpuKernel::compile(group, {}, "fused_" + std::to_string(i));
+    auto kernel = compile_group(group, "fused_" + std::to_string(i));
     if (kernel) {
-      std::shared_ptr<CpuKernel> k = std::move(kernel).value();
+      std::shared_ptr<FusedKernel> k = std::move(kernel).value();
       compiled->kernels_.push_back(k);
       kernel_of_group.push_back(k.get());
       runners.push_back([k](const std::vector<at::Tensor>& in) { return k->run(in); });

@@ -67,7 +67,7 @@ namespace {
 // Checks `t` against `meta` (CpuKernel::fits), saying what differs when it does not.
 void check_tensor(const at::Tensor& t, const graph::TensorMeta& meta, const std::string& kernel,
                   const char* what, size_t i) {
-  if (CpuKernel::fits(t, meta)) return;
+  if (CpuKernel::fits_cpu(t, meta)) return;
   TORCH_CHECK(t.defined() && t.device().is_cpu() && t.scalar_type() == to_scalar_type(meta.dtype) &&
                   t.sizes().vec() == meta.sizes,
               "kernel ", kernel, ": ", what, " ", i,
@@ -80,7 +80,7 @@ void check_tensor(const at::Tensor& t, const graph::TensorMeta& meta, const std:
 
 }  // namespace
 
-bool CpuKernel::fits(const at::Tensor& t, const graph::TensorMeta& meta) {
+bool CpuKernel::fits_cpu(const at::Tensor& t, const graph::TensorMeta& meta) {
   if (!t.defined() || !t.device().is_cpu() || t.scalar_type() != to_scalar_type(meta.dtype) ||
       t.dim() != static_cast<int64_t>(meta.dim())) {
     return false;

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <nvrtc.h>
 
+#include <mutex>
 #include <vector>
 #endif
 
@@ -25,11 +26,26 @@ struct NvrtcEntryPoints {
   decltype(&nvrtcGetProgramLogSize) log_size = nullptr;
   decltype(&nvrtcGetProgramLog) log = nullptr;
   decltype(&nvrtcDestroyProgram) destroy_program = nullptr;
+  decltype(&nvrtcGetCUBINSize) cubin_size = nullptr;
+  decltype(&nvrtcGetCUBIN) cubin = nullptr;
+};
+
+struct DriverEntryPoints {
+  decltype(&cuGetErrorString) error_string = nullptr;
+  decltype(&cuDeviceGet) device_get = nullptr;
+  decltype(&cuDeviceGetAttribute) attribute = nullptr;
+  decltype(&cuDevicePrimaryCtxRetain) primary_retain = nullptr;
+  decltype(&cuCtxGetCurrent) ctx_get = nullptr;
+  decltype(&cuCtxSetCurrent) ctx_set = nullptr;
+  decltype(&cuModuleLoadData) module_load = nullptr;
+  decltype(&cuModuleGetFunction) module_function = nullptr;
+  decltype(&cuLaunchKernel) launch = nullptr;
 };
 
 struct Loaded {
   CudaLibraries report;
   NvrtcEntryPoints nvrtc;
+  DriverEntryPoints driver;
 };
 
 template <typename F>
@@ -76,7 +92,9 @@ void load_nvrtc(Loaded& loaded) {
              resolve(library, "nvrtcGetPTX", &e.ptx) &&
              resolve(library, "nvrtcGetProgramLogSize", &e.log_size) &&
              resolve(library, "nvrtcGetProgramLog", &e.log) &&
-             resolve(library, "nvrtcDestroyProgram", &e.destroy_program);
+             resolve(library, "nvrtcDestroyProgram", &e.destroy_program) &&
+             resolve(library, "nvrtcGetCUBINSize", &e.cubin_size) &&
+             resolve(library, "nvrtcGetCUBIN", &e.cubin);
   if (!all) {
     r.why_not_nvrtc = r.nvrtc_path + " lacks an entry point dynvm uses (" + last_dlerror() + ")";
     return;
@@ -97,7 +115,7 @@ void load_nvrtc(Loaded& loaded) {
   r.nvrtc = true;
 }
 
-void load_driver(CudaLibraries& r) {
+void load_driver(CudaLibraries& r, DriverEntryPoints& e) {
   void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     r.why_not_driver = "no CUDA driver (" + last_dlerror() + ")";
@@ -108,7 +126,16 @@ void load_driver(CudaLibraries& r) {
   decltype(&cuDeviceGetCount) device_count = nullptr;
   if (!resolve(library, "cuInit", &init) ||
       !resolve(library, "cuDriverGetVersion", &driver_version) ||
-      !resolve(library, "cuDeviceGetCount", &device_count)) {
+      !resolve(library, "cuDeviceGetCount", &device_count) ||
+      !resolve(library, "cuGetErrorString", &e.error_string) ||
+      !resolve(library, "cuDeviceGet", &e.device_get) ||
+      !resolve(library, "cuDeviceGetAttribute", &e.attribute) ||
+      !resolve(library, "cuDevicePrimaryCtxRetain", &e.primary_retain) ||
+      !resolve(library, "cuCtxGetCurrent", &e.ctx_get) ||
+      !resolve(library, "cuCtxSetCurrent", &e.ctx_set) ||
+      !resolve(library, "cuModuleLoadData", &e.module_load) ||
+      !resolve(library, "cuModuleGetFunction", &e.module_function) ||
+      !resolve(library, "cuLaunchKernel", &e.launch)) {
     r.why_not_driver = "the CUDA driver lacks an entry point dynvm uses (" + last_dlerror() + ")";
     return;
   }
@@ -130,7 +157,7 @@ const Loaded& loaded() {
   static const Loaded instance = [] {
     Loaded l;
     load_nvrtc(l);
-    load_driver(l.report);
+    load_driver(l.report, l.driver);
     return l;
   }();
   return instance;
@@ -140,8 +167,11 @@ const Loaded& loaded() {
 
 const CudaLibraries& cuda_libraries() { return loaded().report; }
 
-Expected<std::string> nvrtc_compile_to_ptx(const std::string& source, const std::string& name,
-                                           const std::string& architecture) {
+namespace {
+
+// Compiles `source` for `architecture`; the CUBIN (for a real architecture) or the PTX.
+Expected<std::string> nvrtc_compile(const std::string& source, const std::string& name,
+                                    const std::string& architecture, bool cubin) {
   const Loaded& l = loaded();
   if (!l.report.nvrtc) return make_error(l.report.why_not_nvrtc);
   const NvrtcEntryPoints& e = l.nvrtc;
@@ -164,13 +194,131 @@ Expected<std::string> nvrtc_compile_to_ptx(const std::string& source, const std:
     return make_error("NVRTC could not compile " + name + " for " + architecture + ": " +
                       e.error_string(status) + (log.empty() ? "" : "\n" + log));
   }
-  size_t ptx_size = 0;
-  e.ptx_size(program, &ptx_size);
-  std::string ptx(ptx_size, '\0');
-  e.ptx(program, ptx.data());
+  size_t size = 0;
+  std::string image;
+  if (cubin) {
+    e.cubin_size(program, &size);
+    image.assign(size, '\0');
+    e.cubin(program, image.data());
+  } else {
+    e.ptx_size(program, &size);
+    image.assign(size, '\0');
+    e.ptx(program, image.data());
+    while (!image.empty() && image.back() == '\0') image.pop_back();
+  }
   e.destroy_program(&program);
-  while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
-  return ptx;
+  if (image.empty()) {
+    return make_error("NVRTC gave no " + std::string(cubin ? "CUBIN" : "PTX") + " for " + name +
+                      " (" + architecture + " is not a real architecture?)");
+  }
+  return image;
+}
+
+std::string driver_error(const DriverEntryPoints& e, CUresult status, const char* what) {
+  const char* text = nullptr;
+  e.error_string(status, &text);
+  return std::string(what) + " failed: " +
+         (text != nullptr ? text : "error " + std::to_string(static_cast<int>(status)));
+}
+
+// The primary context of `device`, retained once per process, made current.
+Expected<CUcontext> current_context(const Loaded& l, int device) {
+  const DriverEntryPoints& e = l.driver;
+  static std::mutex mutex;
+  static std::vector<CUcontext> contexts;
+  CUcontext context = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (device < 0 || device >= l.report.device_count) {
+      return make_error("no CUDA device " + std::to_string(device));
+    }
+    if (contexts.empty()) contexts.assign(static_cast<size_t>(l.report.device_count), nullptr);
+    context = contexts[static_cast<size_t>(device)];
+    if (context == nullptr) {
+      CUdevice handle = 0;
+      CUresult status = e.device_get(&handle, device);
+      if (status == CUDA_SUCCESS) status = e.primary_retain(&context, handle);
+      if (status != CUDA_SUCCESS)
+        return make_error(driver_error(e, status, "cuDevicePrimaryCtxRetain"));
+      contexts[static_cast<size_t>(device)] = context;
+    }
+  }
+  CUcontext current = nullptr;
+  e.ctx_get(&current);
+  if (current != context) {
+    CUresult status = e.ctx_set(context);
+    if (status != CUDA_SUCCESS) return make_error(driver_error(e, status, "cuCtxSetCurrent"));
+  }
+  return context;
+}
+
+Expected<const Loaded*> usable_driver() {
+  const Loaded& l = loaded();
+  if (!l.report.driver || l.report.device_count == 0) return make_error(l.report.why_not_driver);
+  return &l;
+}
+
+}  // namespace
+
+Expected<std::string> nvrtc_compile_to_ptx(const std::string& source, const std::string& name,
+                                           const std::string& architecture) {
+  return nvrtc_compile(source, name, architecture, false);
+}
+
+Expected<std::string> nvrtc_compile_to_cubin(const std::string& source, const std::string& name,
+                                             const std::string& architecture) {
+  return nvrtc_compile(source, name, architecture, true);
+}
+
+Expected<CudaDeviceInfo> cuda_device_info(int device) {
+  auto l = usable_driver();
+  if (!l) return l.error();
+  const DriverEntryPoints& e = (*l)->driver;
+  if (device < 0 || device >= (*l)->report.device_count) {
+    return make_error("no CUDA device " + std::to_string(device));
+  }
+  CUdevice handle = 0;
+  CudaDeviceInfo info;
+  CUresult status = e.device_get(&handle, device);
+  if (status == CUDA_SUCCESS) {
+    status = e.attribute(&info.major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle);
+  }
+  if (status == CUDA_SUCCESS) {
+    status = e.attribute(&info.minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle);
+  }
+  if (status == CUDA_SUCCESS) {
+    status = e.attribute(&info.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, handle);
+  }
+  if (status != CUDA_SUCCESS) return make_error(driver_error(e, status, "cuDeviceGetAttribute"));
+  return info;
+}
+
+Expected<void*> cuda_load_function(int device, const std::string& image, const std::string& name) {
+  auto l = usable_driver();
+  if (!l) return l.error();
+  const DriverEntryPoints& e = (*l)->driver;
+  auto context = current_context(**l, device);
+  if (!context) return context.error();
+  CUmodule module = nullptr;
+  CUresult status = e.module_load(&module, image.data());
+  if (status != CUDA_SUCCESS) return make_error(driver_error(e, status, "cuModuleLoadData"));
+  CUfunction function = nullptr;
+  status = e.module_function(&function, module, name.c_str());
+  if (status != CUDA_SUCCESS) return make_error(driver_error(e, status, "cuModuleGetFunction"));
+  return static_cast<void*>(function);
+}
+
+std::string cuda_launch(int device, void* function, int64_t grid, int block, void* stream,
+                        void** args) {
+  auto l = usable_driver();
+  if (!l) return l.error().message;
+  auto context = current_context(**l, device);
+  if (!context) return context.error().message;
+  const DriverEntryPoints& e = (*l)->driver;
+  CUresult status =
+      e.launch(static_cast<CUfunction>(function), static_cast<unsigned>(grid), 1, 1,
+               static_cast<unsigned>(block), 1, 1, 0, static_cast<CUstream>(stream), args, nullptr);
+  return status == CUDA_SUCCESS ? "" : driver_error(e, status, "cuLaunchKernel");
 }
 
 #else  // no CUDA target in this build
@@ -188,6 +336,23 @@ const CudaLibraries& cuda_libraries() {
 Expected<std::string> nvrtc_compile_to_ptx(const std::string&, const std::string&,
                                            const std::string&) {
   return make_error("this build has no CUDA target");
+}
+
+Expected<std::string> nvrtc_compile_to_cubin(const std::string&, const std::string&,
+                                             const std::string&) {
+  return make_error("this build has no CUDA target");
+}
+
+Expected<CudaDeviceInfo> cuda_device_info(int) {
+  return make_error("this build has no CUDA target");
+}
+
+Expected<void*> cuda_load_function(int, const std::string&, const std::string&) {
+  return make_error("this build has no CUDA target");
+}
+
+std::string cuda_launch(int, void*, int64_t, int, void*, void**) {
+  return "this build has no CUDA target";
 }
 
 #endif

@@ -246,14 +246,15 @@ void insert(Block* block, std::unique_ptr<LoopStmt> stmt) {
 
 class GroupLowering {
  public:
-  GroupLowering(const graph::Graph& group, const std::string& name) : group_(group) {
+  GroupLowering(const graph::Graph& group, const std::string& name, const LowerOptions& options)
+      : group_(group), options_(options) {
     kernel_.name = name;
   }
 
   LoopKernel run() {
     declare_buffers();
     plan_iteration_space();
-    if (int64_t block = column_block(); block > 0) {
+    if (int64_t block = options_.column_blocks ? column_block() : 0; block > 0) {
       build_column_loops(block);
     } else {
       build_loops();
@@ -1249,6 +1250,7 @@ class GroupLowering {
   }
 
   const graph::Graph& group_;
+  LowerOptions options_;
   LoopKernel kernel_;
   std::map<const Value*, int32_t> input_buffer_;
   std::vector<int64_t> full_sizes_;
@@ -1266,9 +1268,10 @@ class GroupLowering {
 
 }  // namespace
 
-Expected<LoopKernel> lower_group(const graph::Graph& group, const std::string& kernel_name) {
+Expected<LoopKernel> lower_group(const graph::Graph& group, const std::string& kernel_name,
+                                 const LowerOptions& options) {
   try {
-    return GroupLowering(group, kernel_name).run();
+    return GroupLowering(group, kernel_name, options).run();
   } catch (const Unsupported& e) {
     return make_error("cannot lower the group to a CPU kernel: " + e.message);
   } catch (const std::exception& e) {

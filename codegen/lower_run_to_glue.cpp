@@ -113,7 +113,7 @@ int64_t glue_input_data(int64_t frame, int64_t slot, int64_t meta, int64_t out) 
   RunFrame& f = *glue_pointer<RunFrame>(frame);
   try {
     const at::Tensor& t = f.state.slots[static_cast<size_t>(slot)].toTensor();
-    if (!CpuKernel::fits(t, *glue_pointer<const graph::TensorMeta>(meta))) {
+    if (!CpuKernel::fits_cpu(t, *glue_pointer<const graph::TensorMeta>(meta))) {
       f.error =
           "a fused kernel's input has another dtype, device or layout than the kernel "
           "was compiled for";
@@ -260,7 +260,7 @@ int AtenExecutor::lower_run_begin(GlueProgram& program, int64_t frame_slot, int6
 }
 
 void AtenExecutor::lower_run_steps(GlueProgram& program, int frame, int64_t fail_code,
-                                   const std::vector<const CpuKernel*>& kernel_of_group,
+                                   const std::vector<const FusedKernel*>& kernel_of_group,
                                    const AliasFallback* fallback) const {
   const Plan& plan = *plan_;
   if (fallback != nullptr) {
@@ -276,10 +276,12 @@ void AtenExecutor::lower_run_steps(GlueProgram& program, int frame, int64_t fail
   RunLowering lowering(program, frame, fail_code);
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const exec::Step& step = plan.steps[i];
-    const CpuKernel* kernel =
+    // CPU kernels are called from the glue directly; other targets' run as generic steps.
+    const FusedKernel* fused =
         step.group >= 0 && static_cast<size_t>(step.group) < kernel_of_group.size()
             ? kernel_of_group[static_cast<size_t>(step.group)]
             : nullptr;
+    const CpuKernel* kernel = fused != nullptr ? fused->as_cpu() : nullptr;
     uint32_t buffers = (step.args_end - step.args_begin) + (step.outputs_end - step.outputs_begin);
     if (kernel == nullptr ||
         buffers != kernel->input_metas().size() + kernel->output_metas().size()) {

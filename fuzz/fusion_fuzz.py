@@ -65,6 +65,9 @@ SIZES = (1, 1, 2, 2, 3, 3, 4, 5, 7, 8, 10, 16, 17, 33)
 # One dim of some programs: several unrolled vector iterations and a remainder.
 WIDE_SIZES = (64, 100, 129, 256, 1000)
 MAX_NUMEL = 6000
+# Where the programs' input tensors live (--device): "cpu", or "cuda" to test the CUDA
+# target against eager CUDA.
+DEVICE = "cpu"
 LAYOUTS = ("contiguous", "permuted", "stepped", "offset", "expanded")
 VALUE_KINDS = ("normal", "positive", "special", "large")
 SPECIAL_VALUES = ("float('nan')", "float('inf')", "float('-inf')", "0.0", "-0.0", "1.0",
@@ -132,6 +135,8 @@ class InputSpec:
                 base = f"torch.randn({size}, generator=g).mul(2)"
             if self.dtype != "float32":
                 base += f".to(torch.{self.dtype})"
+        if DEVICE != "cpu":
+            base += f".to({DEVICE!r})"  # made on the CPU (the same values), then moved
         return base + suffix
 
 
@@ -1224,7 +1229,7 @@ def run_eager(source, float64=False, perturb=None, seed=None, record=True) -> Ou
         if perturb is not None:
             g = torch.Generator().manual_seed(perturb[0])
             inputs = [x * (1 + perturb[1] * (2 * torch.rand(x.shape, generator=g,
-                                                             dtype=x.dtype) - 1))
+                                                             dtype=x.dtype).to(x.device) - 1))
                       if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                       for x in inputs]
         outcome = Outcome(inputs=inputs)
@@ -1787,6 +1792,7 @@ def run_in_workers(args, backends, seconds, log) -> Summary:
         command = [sys.executable, os.path.abspath(__file__), "--seed", str(args.seed),
                    "--start", str(index), "--count", str(count), "--backend", args.backend,
                    "--calls", str(args.calls), "--chunk", "0", "--worker-out", out,
+                   "--device", DEVICE,
                    "--max-failures", str(args.max_failures - len(summary.failures))]
         if left_s is not None:
             command += ["--seconds", str(left_s)]
@@ -1833,6 +1839,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--device", default="cpu",
+                        help="the device the programs' input tensors are on (cpu, cuda)")
     parser.add_argument("--seconds", type=float, default=None,
                         help="run for this long (default: 60 unless --count is given)")
     parser.add_argument("--count", type=int, default=None, help="run this many programs")
@@ -1849,6 +1857,8 @@ def main(argv=None):
                         help="programs per worker process (0: all in this process)")
     parser.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    global DEVICE
+    DEVICE = args.device
     backends = ["dynvm", "eager"] if args.backend == "both" else [args.backend]
 
     def log(text):

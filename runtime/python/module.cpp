@@ -5,6 +5,7 @@
 
 #include "compiled_function_type.h"
 #include "dynvm/codegen/cpu_jit.h"
+#include "dynvm/codegen/cuda_kernel.h"
 #include "dynvm/codegen/targets.h"
 #include "dynvm/dynvm.h"
 #include "dynvm/frontend/decode.h"
@@ -73,7 +74,16 @@ PyObject* module_targets(PyObject*, PyObject*) {
   return list;
 }
 
+// nvrtc_compilations() -> int: CUDA kernels this process compiled with NVRTC (the disk
+// cache and the in-process cache answer the others).
+PyObject* module_nvrtc_compilations(PyObject*, PyObject*) {
+  return PyLong_FromLongLong(
+      static_cast<long long>(dynvm::codegen::cuda_nvrtc_compilation_count()));
+}
+
 PyMethodDef kMethods[] = {
+    {"nvrtc_compilations", module_nvrtc_compilations, METH_NOARGS,
+     "CUDA kernels compiled with NVRTC in this process."},
     {"targets", module_targets, METH_NOARGS, "Code-generation targets: built, usable, why not."},
     {"dis_json", module_dis_json, METH_O, "The dis listing of a code object, as JSON."},
     {"counters", module_counters, METH_NOARGS, "The process-wide compilation counters."},
@@ -104,7 +114,8 @@ PyMODINIT_FUNC PyInit__C(void) {
   if (PyModule_AddFunctions(m, const_cast<PyMethodDef*>(dynvm::runtime::kFrameHookMethods)) < 0 ||
       PyModule_AddStringConstant(m, "__version__", dynvm_version()) < 0 ||
       PyModule_AddObject(m, "has_vm", Py_NewRef(Py_True)) < 0 ||
-      PyModule_AddObject(m, "has_codegen",
+      PyModule_AddObject(m, "has_codegen", Py_NewRef(Py_True)) < 0 ||
+      PyModule_AddObject(m, "has_cpu_codegen",
                          Py_NewRef(dynvm::codegen::cpu_jit_available() ? Py_True : Py_False)) < 0 ||
       !dynvm::runtime::add_compiled_function_type(m) || graph_break == nullptr ||
       PyModule_AddObject(m, "GraphBreakError", Py_NewRef(graph_break)) < 0) {

@@ -21,7 +21,7 @@ struct MemoryPlan;
 
 namespace dynvm::codegen {
 
-class CpuKernel;
+class FusedKernel;
 struct GlueProgram;
 
 class AtenExecutor;
@@ -110,7 +110,7 @@ class AtenExecutor {
   int lower_run_begin(GlueProgram& program, int64_t frame_slot, int64_t fail_code,
                       bool keep_inputs = false) const;
   void lower_run_steps(GlueProgram& program, int frame, int64_t fail_code,
-                       const std::vector<const CpuKernel*>& kernel_of_group,
+                       const std::vector<const FusedKernel*>& kernel_of_group,
                        const AliasFallback* fallback = nullptr) const;
 
   // The prepared steps, and the arena kept across runs with who holds it; defined in

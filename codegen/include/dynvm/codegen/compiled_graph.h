@@ -1,7 +1,8 @@
 // CompiledGraph: a captured graph made runnable by a backend — "eager" replays it node by
 // node through ATen; "dynvm" runs the graph passes (functionalize, decompose, fuse,
-// plan), compiles every fused group into a CPU kernel through LLVM, and runs the groups
-// as kernels and everything else (matmul, convolution, ...) through ATen.
+// plan), compiles every fused group for its device (a CPU kernel through LLVM, a CUDA
+// kernel through NVRTC), and runs the groups as kernels and everything else (matmul,
+// convolution, ...) through ATen.
 #pragma once
 
 #include <cstddef>
@@ -24,15 +25,16 @@ struct MemoryPlan;
 namespace dynvm::codegen {
 
 class AtenExecutor;
-class CpuKernel;
+class FusedKernel;
 struct AliasFallback;
 struct GlueProgram;
 
 class CompiledGraph {
  public:
   // `backend` is "eager" or "dynvm". With "dynvm", a graph that needs autograd (a value
-  // requires grad), is not on the CPU, or that the passes cannot lower runs as "eager"
-  // would (why() says so); a group that does not compile runs through ATen.
+  // requires grad), is on several CUDA devices or another device, or that the passes cannot
+  // lower runs as "eager" would (why() says so); a group that does not compile for its
+  // device (no code generator there, or an unsupported op) runs through ATen.
   // `grad_enabled` is the grad mode the graph starts under.
   static Expected<std::unique_ptr<CompiledGraph>> build(const graph::Graph& graph,
                                                         const std::string& backend,
@@ -70,8 +72,8 @@ class CompiledGraph {
   CompiledGraph();
 
   std::unique_ptr<AtenExecutor> executor_;
-  std::vector<std::shared_ptr<CpuKernel>> kernels_;
-  std::vector<const CpuKernel*> kernel_of_group_;  // nullptr: the group runs through ATen
+  std::vector<std::shared_ptr<FusedKernel>> kernels_;
+  std::vector<const FusedKernel*> kernel_of_group_;  // nullptr: the group runs through ATen
   // Set when the passes wrote back into inputs: the original graph, op by op, for calls
   // whose mutated inputs share memory with others (AliasFallback).
   std::unique_ptr<AtenExecutor> op_by_op_;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dynvm/codegen/cpu_jit.h"
+#include "dynvm/codegen/fused_kernel.h"
 #include "dynvm/codegen/loop_ir.h"
 #include "dynvm/graph/graph.h"
 #include "dynvm/graph/tensor_meta.h"
@@ -17,8 +18,10 @@ class Tensor;
 
 namespace dynvm::codegen {
 
-class CpuKernel {
+class CpuKernel final : public FusedKernel {
  public:
+  const char* target() const override { return "cpu"; }
+
   // Lowers the group (lower_group), coalesces its loops and compiles it (compile_cpu_kernel).
   // An unsupported group or a missing LLVM is an Error; the caller then runs the group
   // through ATen.
@@ -30,16 +33,19 @@ class CpuKernel {
   // group was compiled for) and returns freshly allocated outputs laid out as the group's
   // outputs. The parallel loop is split across ATen's intra-op threads. A mismatching
   // input throws c10::Error, as an ATen kernel would.
-  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const override;
 
   // The same into caller-provided outputs (for planned memory), which must have exactly
   // the dtype, sizes and strides of the group's outputs and must not overlap the inputs.
   void run_into(const std::vector<at::Tensor>& inputs,
-                const std::vector<at::Tensor>& outputs) const;
+                const std::vector<at::Tensor>& outputs) const override;
 
   // Whether `t` is laid out as `meta` says, as run_into requires of its tensors: dtype, CPU,
   // sizes, and the strides of dimensions longer than 1.
-  static bool fits(const at::Tensor& t, const graph::TensorMeta& meta);
+  static bool fits_cpu(const at::Tensor& t, const graph::TensorMeta& meta);
+  bool fits(const at::Tensor& t, const graph::TensorMeta& meta) const override {
+    return fits_cpu(t, meta);
+  }
   // The same on data pointers (inputs, then outputs) that the caller checked: the parallel
   // loop split across threads, with temporaries per chunk.
   void run_buffers(void* const* buffers) const;
@@ -49,23 +55,16 @@ class CpuKernel {
   bool runs_in_one_call() const;
   int64_t parallel_extent() const { return kernel_.parallel_extent(); }
 
-  // The dtype, sizes and strides run() takes and gives, as the group was compiled.
-  const std::vector<graph::TensorMeta>& input_metas() const { return inputs_; }
-  const std::vector<graph::TensorMeta>& output_metas() const { return outputs_; }
-  const LoopKernel& loop_kernel() const { return kernel_; }
+  const LoopKernel& loop_kernel() const override { return kernel_; }
   const CpuCompiledKernel& compilation() const { return compiled_; }
-  // Wall time of compile(): lowering, LLVM (unless cached) and loading.
-  double compile_milliseconds() const { return compile_ms_; }
-  bool cache_hit() const { return compiled_.from_disk || compiled_.from_memory; }
+  bool cache_hit() const override { return compiled_.from_disk || compiled_.from_memory; }
+  const CpuKernel* as_cpu() const override { return this; }
 
  private:
   CpuKernel() = default;
 
   LoopKernel kernel_;
   CpuCompiledKernel compiled_;
-  double compile_ms_ = 0;
-  std::vector<graph::TensorMeta> inputs_;
-  std::vector<graph::TensorMeta> outputs_;
   int64_t work_per_iteration_ = 1;
 };
 

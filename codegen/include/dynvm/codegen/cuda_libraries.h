@@ -4,6 +4,7 @@
 // it instead of failing. Only this file's implementation includes cuda.h and nvrtc.h.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "dynvm/support/expected.h"
@@ -30,5 +31,27 @@ const CudaLibraries& cuda_libraries();
 // "sm_90") and returns the PTX. The error carries NVRTC's log.
 Expected<std::string> nvrtc_compile_to_ptx(const std::string& source, const std::string& name,
                                            const std::string& architecture);
+// The same for a real architecture ("sm_90"), giving the CUBIN the driver loads as is.
+Expected<std::string> nvrtc_compile_to_cubin(const std::string& source, const std::string& name,
+                                             const std::string& architecture);
+
+// What the driver says of device `device` (an ordinal, as torch numbers CUDA devices).
+struct CudaDeviceInfo {
+  int major = 0;  // compute capability
+  int minor = 0;
+  int multiprocessors = 0;
+  std::string architecture() const { return "sm_" + std::to_string(major * 10 + minor); }
+};
+Expected<CudaDeviceInfo> cuda_device_info(int device);
+
+// Loads `image` (a CUBIN or PTX) into the primary context of `device` and returns the
+// function `name` of it (a CUfunction). Modules stay loaded for the process's life.
+Expected<void*> cuda_load_function(int device, const std::string& image, const std::string& name);
+
+// Launches `function` on `stream` (a CUstream; nullptr: the legacy default stream) with
+// the primary context of `device` current. `args` points at each kernel parameter.
+// Returns "" or what the driver said.
+std::string cuda_launch(int device, void* function, int64_t grid, int block, void* stream,
+                        void** args);
 
 }  // namespace dynvm::codegen

@@ -16,6 +16,15 @@ namespace dynvm::codegen {
 // outputs inside each row; innermost reduced dims give contiguous rows. An
 // operator outside the primitive set, or a shape the scheme cannot express, is an Error
 // (the group then runs through ATen).
-Expected<LoopKernel> lower_group(const graph::Graph& group, const std::string& kernel_name);
+struct LowerOptions {
+  // Reductions over outer dims of data whose kept dims are contiguous (column sums) run in
+  // blocks of contiguous kept elements with per-block accumulators, as suits a CPU core's
+  // cache lines. Off, they reduce one kept element at a time with a strided reduction,
+  // which the CUDA target spreads over threads (adjacent threads, adjacent columns).
+  bool column_blocks = true;
+};
+
+Expected<LoopKernel> lower_group(const graph::Graph& group, const std::string& kernel_name,
+                                 const LowerOptions& options = {});
 
 }  // namespace dynvm::codegen

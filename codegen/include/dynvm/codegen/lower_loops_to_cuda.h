@@ -1,0 +1,65 @@
+// The CUDA target's lowering: a loop kernel as CUDA C++ source for NVRTC, with the launch
+// shape it needs (docs/cuda_target.md). Text only: no CUDA header, no ATen, no LLVM.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dynvm/codegen/loop_ir.h"
+#include "dynvm/codegen/lower_group.h"
+#include "dynvm/support/expected.h"
+
+namespace dynvm::codegen {
+
+// How the parallel loop maps onto the GPU.
+#define DYNVM_CUDA_SCHEMES(X)                                                                     \
+  X(Flat, "flat")                 /* one thread per iteration of the flattened outer loop nest */ \
+  X(RowPerBlock, "row-per-block") /* one block per parallel iteration; reductions are */          \
+  /* split across the block's threads (warp shuffles, then shared memory) */
+
+enum class CudaScheme : uint8_t {
+#define DYNVM_CUDA_SCHEME_ENUM(e, name) e,
+  DYNVM_CUDA_SCHEMES(DYNVM_CUDA_SCHEME_ENUM)
+#undef DYNVM_CUDA_SCHEME_ENUM
+};
+
+std::string_view cuda_scheme_name(CudaScheme scheme);
+
+struct CudaLaunch {
+  CudaScheme scheme = CudaScheme::Flat;
+  int block_threads = 256;
+  int64_t iterations = 1;  // threads (Flat) or blocks (RowPerBlock) the work asks for
+  int64_t max_blocks = 1;  // the grid is min(blocks the work asks for, max_blocks)
+  // Temporaries: elements per slot of each temp buffer, in buffer order; a slot is one
+  // thread (Flat) or one block (RowPerBlock). The caller passes one scratch pointer per
+  // temp buffer, sized grid slots times this.
+  std::vector<int64_t> temp_elements;
+  int64_t grid() const;           // blocks to launch
+  int64_t scratch_slots() const;  // slots the temporaries need
+};
+
+struct CudaKernelSource {
+  std::string name;    // the __global__ function, extern "C"
+  std::string source;  // the whole translation unit
+  CudaLaunch launch;
+};
+
+// The kernel's parameters are its buffers in order (temps last, as declared), each a
+// pointer to the buffer's storage type (f16 and bf16 as 16-bit integers, bool as bool).
+// An op or shape the lowering cannot express is an Error.
+Expected<CudaKernelSource> lower_loops_to_cuda(const LoopKernel& kernel);
+
+// How groups are lowered for this target (lower_group's options).
+LowerOptions cuda_lower_options();
+
+// The helpers every generated source starts with (16-bit float conversions, NaN-propagating
+// max/min, the block reduction), followed by a blank line.
+std::string_view cuda_prelude();
+
+// One line for logs and golden files: "row-per-block, 256 threads, 64 blocks of 1 iteration
+// (grid 64), temps []".
+std::string describe(const CudaLaunch& launch);
+
+}  // namespace dynvm::codegen

@@ -1,0 +1,160 @@
+"""Backend "dynvm" on CUDA tensors: fused groups become CUDA kernels (NVRTC), and every
+result equals eager CUDA's. These tests run where a GPU and the CUDA target are usable
+(the GPU machine, docs/gpu_machine.md) and skip elsewhere; CI checks the generated source
+as text and compiles it with NVRTC (tests/unit/codegen/cuda_golden_test.cpp). Also here:
+the fusion fuzzer's programs on CUDA inputs, and the disk cache across processes."""
+
+import pathlib
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dynvm
+from conftest import run_python
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "fuzz"))
+
+
+def _cuda_target_usable():
+    if not torch.cuda.is_available():
+        return False
+    from dynvm import config
+
+    return any(t["name"] == "cuda" and t["usable"] for t in config.targets())
+
+
+pytestmark = pytest.mark.skipif(not _cuda_target_usable(),
+                                reason="no GPU, or the CUDA target is not usable here")
+
+
+def compile_and_compare(fn, *args, atol=1e-5, rtol=1e-5, kernels=True):
+    dynvm.reset()
+    expected = fn(*args)
+    compiled = dynvm.compile(fn)
+    with torch.no_grad():
+        actual = compiled(*args)
+        again = compiled(*args)
+    if kernels:
+        assert dynvm.counters["kernels"] >= 1, "no fused kernel was compiled"
+    for got in (actual, again):
+        exp_list = expected if isinstance(expected, tuple) else (expected,)
+        got_list = got if isinstance(got, tuple) else (got,)
+        for e, a in zip(exp_list, got_list):
+            assert a.device == e.device and a.dtype == e.dtype and a.shape == e.shape
+            if e.dtype.is_floating_point:
+                torch.testing.assert_close(a, e, atol=atol, rtol=rtol, equal_nan=True)
+            else:
+                assert torch.equal(a, e)
+
+
+def randn(*shape, dtype=torch.float32):
+    return torch.randn(*shape, device="cuda", dtype=dtype)
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+def test_pointwise_gelu():
+    compile_and_compare(gelu_tanh, randn(1000, 1003))
+
+
+def test_broadcast_and_transposed_inputs():
+    def f(x, b, y):
+        return torch.relu(x + b) * y.t()
+
+    compile_and_compare(f, randn(64, 33), randn(33), randn(33, 64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_storage_float_compute(dtype):
+    def f(x, y):
+        return torch.sigmoid(x) * y + 1.5, (x > y)
+
+    compile_and_compare(f, randn(257, 129, dtype=dtype), randn(257, 129, dtype=dtype),
+                        atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, (0, 2), (0, 1, 2)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_reductions_over_every_dim(dim, keepdim):
+    def f(x):
+        return x.sum(dim, keepdim=keepdim), x.amax(dim, keepdim=keepdim), \
+            (x * 2).mean(dim, keepdim=keepdim)
+
+    compile_and_compare(f, randn(7, 33, 65), atol=1e-4, rtol=1e-4)
+
+
+def test_softmax_layer_norm_rms_norm():
+    def f(x, r, w, b):
+        h = F.layer_norm(x + r, (x.shape[-1],), w, b)
+        s = torch.softmax(h * 0.125, -1)
+        return s, h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    compile_and_compare(f, randn(96, 768), randn(96, 768), randn(768), randn(768),
+                        atol=1e-4, rtol=1e-4)
+
+
+def test_var_mean_and_nan_propagation():
+    def f(x):
+        v, m = torch.var_mean(x, -1)
+        return v, m, torch.maximum(x, x.flip(0)).amin(0)
+
+    x = randn(65, 300)
+    x[3, 7] = float("nan")
+    compile_and_compare(f, x, atol=1e-4, rtol=1e-4)
+
+
+def test_integers_and_bools():
+    def f(a, m, x):
+        return torch.where(m, a, 7) * 3 - 1, m & (a > 0), x.to(torch.int8), (a % 5).sum(-1)
+
+    a = torch.randint(-50, 50, (33, 17), device="cuda")
+    m = torch.rand(33, 17, device="cuda") > 0.5
+    compile_and_compare(f, a, m, randn(33, 17) * 30)
+
+
+def test_kernels_take_the_current_stream():
+    x = randn(4096, 512)
+    compiled = dynvm.compile(gelu_tanh)
+    expected = gelu_tanh(x)
+    stream = torch.cuda.Stream()
+    with torch.no_grad(), torch.cuda.stream(stream):
+        out = compiled(x)
+    stream.synchronize()
+    torch.testing.assert_close(out, expected)
+
+
+def test_the_fusion_fuzzer_programs_on_cuda():
+    import fusion_fuzz
+
+    fusion_fuzz.DEVICE = "cuda"
+    try:
+        summary = fusion_fuzz.run_campaign(5, ["dynvm"], start=0, count=300, calls=2,
+                                           max_failures=1, minimise_budget_s=60)
+    finally:
+        fusion_fuzz.DEVICE = "cpu"
+    if summary.failures:
+        pytest.fail(summary.failures[0].report(), pytrace=False)
+    assert summary.outcomes["dynvm: with kernels"] > 0.5 * summary.programs, summary.text()
+
+
+def test_a_second_process_compiles_nothing(tmp_path):
+    code = f"""
+import os
+os.environ["DYNVM_CACHE_DIR"] = {str(tmp_path)!r}
+import torch, dynvm
+from dynvm import _native
+def f(x):
+    return torch.softmax(x * 0.5 + 1, -1)
+x = torch.randn(64, 300, device="cuda")
+with torch.no_grad():
+    torch.testing.assert_close(dynvm.compile(f)(x), f(x))
+print("nvrtc", _native.core().nvrtc_compilations())
+"""
+    first = run_python(code)
+    second = run_python(code)
+    assert "nvrtc 1" in first.stdout or "nvrtc 2" in first.stdout, first.stdout + first.stderr
+    assert "nvrtc 0" in second.stdout, second.stdout + second.stderr

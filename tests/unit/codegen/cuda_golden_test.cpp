@@ -1,0 +1,128 @@
+// Golden files for the CUDA target: group -> loop IR -> launch shape and CUDA C++
+// (tests/data/codegen_cuda), and NVRTC compiling every golden kernel for sm_90.
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "catch.h"
+#include "dynvm/codegen/coalesce_loops.h"
+#include "dynvm/codegen/cuda_libraries.h"
+#include "dynvm/codegen/loop_ir_printer.h"
+#include "dynvm/codegen/loop_ir_verify.h"
+#include "dynvm/codegen/lower_group.h"
+#include "dynvm/codegen/lower_loops_to_cuda.h"
+#include "dynvm/graph/graph_parser.h"
+
+namespace dynvm::codegen {
+namespace {
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The text between the line `header` and the next line starting with "# " (or the end).
+std::string section(const std::string& text, const std::string& header) {
+  size_t start = text.find(header + "\n");
+  if (start == std::string::npos) return "";
+  start += header.size() + 1;
+  size_t end = start;
+  while (end < text.size()) {
+    if (text.compare(end, 2, "# ") == 0) break;
+    size_t next = text.find('\n', end);
+    end = next == std::string::npos ? text.size() : next + 1;
+  }
+  return text.substr(start, end - start);
+}
+
+struct Golden {
+  std::filesystem::path file;
+  std::string text;
+  CudaKernelSource cuda;
+  std::string loop_ir;
+};
+
+std::vector<Golden> lower_goldens() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(DYNVM_TEST_DATA_DIR) + "/codegen_cuda")) {
+    if (entry.path().extension() == ".txt") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() >= 5);
+  std::vector<Golden> goldens;
+  for (const auto& file : files) {
+    INFO(file.string());
+    Golden g{file, read_file(file), {}, {}};
+    Expected<graph::Graph> group = graph::parse_graph(section(g.text, "# group"));
+    REQUIRE(group);
+    Expected<LoopKernel> kernel = lower_group(*group, file.stem().string(), cuda_lower_options());
+    REQUIRE(kernel);
+    coalesce_loops(*kernel);
+    CHECK(verify_loop_kernel(*kernel).empty());
+    g.loop_ir = to_text(*kernel);
+    Expected<CudaKernelSource> cuda = lower_loops_to_cuda(*kernel);
+    REQUIRE(cuda);
+    g.cuda = std::move(*cuda);
+    goldens.push_back(std::move(g));
+  }
+  return goldens;
+}
+
+TEST_CASE("CUDA golden files in tests/data/codegen_cuda", "[codegen][cuda][golden]") {
+  bool update = std::getenv("DYNVM_UPDATE_GOLDENS") != nullptr;
+  std::string_view prelude = cuda_prelude();
+  for (const Golden& g : lower_goldens()) {
+    INFO(g.file.string());
+    REQUIRE(g.cuda.source.compare(0, prelude.size(), prelude) == 0);
+    std::string body = g.cuda.source.substr(prelude.size());
+    std::string launch = describe(g.cuda.launch) + "\n";
+    if (update) {
+      std::string head = g.text.substr(0, g.text.find("# loop IR\n"));
+      std::ofstream(g.file) << head << "# loop IR\n"
+                            << g.loop_ir << "# launch\n"
+                            << launch << "# CUDA\n"
+                            << body;
+      continue;
+    }
+    CHECK(g.loop_ir == section(g.text, "# loop IR"));
+    CHECK(launch == section(g.text, "# launch"));
+    CHECK(body == section(g.text, "# CUDA"));
+  }
+}
+
+TEST_CASE("CUDA lowering refuses what it cannot express", "[codegen][cuda]") {
+  LoopKernel kernel;
+  kernel.name = "no_parallel_loop";
+  kernel.buffers.push_back({"out0", graph::DType::Float32, BufferRole::Output, 1});
+  ValueId v = kernel.new_value();
+  kernel.body.push_back(make_const(v, graph::DType::Float32, 1.0));
+  kernel.body.push_back(make_store(0, AffineIndex{}, v));
+  Expected<CudaKernelSource> cuda = lower_loops_to_cuda(kernel);
+  REQUIRE_FALSE(cuda);
+  CHECK(cuda.error().message.find("no_parallel_loop") != std::string::npos);
+}
+
+#ifdef DYNVM_TEST_EXPECT_NVRTC
+// CI has the toolkit but no GPU: NVRTC compiling each golden kernel for the H200's
+// architecture is what shows the generated C++ is valid CUDA.
+TEST_CASE("CUDA golden kernels compile with NVRTC for sm_90", "[codegen][cuda][nvrtc]") {
+  for (const Golden& g : lower_goldens()) {
+    INFO(g.file.string());
+    Expected<std::string> cubin =
+        nvrtc_compile_to_cubin(g.cuda.source, g.cuda.name + ".cu", "sm_90");
+    INFO((cubin ? std::string() : cubin.error().message));
+    REQUIRE(cubin);
+    CHECK(cubin->size() > 100);
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace dynvm::codegen
