@@ -32,8 +32,12 @@ std::atomic<int64_t> nvrtc_compilations{0};
 // Loaded functions by cache key and device: a kernel compiled twice in one process (the
 // same group in two variants) is loaded once.
 std::mutex loaded_mutex;
-std::map<std::pair<std::string, int>, void*>& loaded_functions() {
-  static std::map<std::pair<std::string, int>, void*> functions;
+struct LoadedFunctions {
+  void* scalar = nullptr;
+  void* vector = nullptr;
+};
+std::map<std::pair<std::string, int>, LoadedFunctions>& loaded_functions() {
+  static std::map<std::pair<std::string, int>, LoadedFunctions> functions;
   return functions;
 }
 
@@ -76,7 +80,8 @@ Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& gr
     std::lock_guard<std::mutex> lock(loaded_mutex);
     auto found = loaded_functions().find({key, device});
     if (found != loaded_functions().end()) {
-      kernel->function_ = found->second;
+      kernel->function_ = found->second.scalar;
+      kernel->vector_function_ = found->second.vector;
       kernel->cache_hit_ = true;
     }
   }
@@ -94,8 +99,15 @@ Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& gr
     auto function = cuda_load_function(device, *image, kernel->cuda_.name);
     if (!function) return function.error();
     kernel->function_ = *function;
+    if (kernel->cuda_.launch.vector_lanes > 0) {
+      auto vector = cuda_load_function(
+          device, *image,
+          kernel->cuda_.name + "_v" + std::to_string(kernel->cuda_.launch.vector_lanes));
+      if (!vector) return vector.error();
+      kernel->vector_function_ = *vector;
+    }
     std::lock_guard<std::mutex> lock(loaded_mutex);
-    loaded_functions()[{key, device}] = kernel->function_;
+    loaded_functions()[{key, device}] = {kernel->function_, kernel->vector_function_};
   }
   for (const graph::Value* v : group.inputs()) kernel->inputs_.push_back(*v->meta());
   for (const graph::Value* v : group.outputs()) kernel->outputs_.push_back(*v->meta());
@@ -166,8 +178,16 @@ void CudaKernel::run_into(const std::vector<at::Tensor>& inputs,
   for (void*& p : pointers) args.push_back(&p);
   const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(at::kCUDA);
   void* stream = impl->getStream(device).native_handle();
-  std::string error =
-      cuda_launch(device_, function_, launch.grid(), launch.block_threads, stream, args.data());
+  // The vectorized variant when every buffer it accesses with vectors is aligned for them.
+  bool vectorized = vector_function_ != nullptr;
+  for (int b : launch.vector_buffers) {
+    if (!vectorized) break;
+    auto bytes = static_cast<uintptr_t>(graph::dtype_itemsize(kernel_.buffers[static_cast<size_t>(b)].dtype) *
+                                        launch.vector_lanes);
+    vectorized = reinterpret_cast<uintptr_t>(pointers[static_cast<size_t>(b)]) % bytes == 0;
+  }
+  std::string error = cuda_launch(device_, vectorized ? vector_function_ : function_,
+                                  launch.grid(vectorized), launch.block_threads, stream, args.data());
   TORCH_CHECK(error.empty(), "kernel ", kernel_.name, ": ", error);
 }
 

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -28,9 +30,10 @@ std::string_view cuda_scheme_name(CudaScheme scheme) {
   return "?";
 }
 
-int64_t CudaLaunch::grid() const {
+int64_t CudaLaunch::grid(bool vectorized) const {
+  int64_t threads = vectorized && vector_lanes > 0 ? iterations / vector_lanes : iterations;
   int64_t wanted =
-      scheme == CudaScheme::Flat ? (iterations + block_threads - 1) / block_threads : iterations;
+      scheme == CudaScheme::Flat ? (threads + block_threads - 1) / block_threads : iterations;
   return std::max<int64_t>(1, std::min(wanted, max_blocks));
 }
 
@@ -311,12 +314,31 @@ class Emitter {
         launch.max_blocks = std::clamp<int64_t>((int64_t{1} << 24) / temp_total, 1, 65536);
       }
     }
+    launch_ = &launch;
     choose_index_type(launch);
 
-    // Signature.
-    out_ << kPrelude << "\n";
+    std::string text = std::string(kPrelude) + "\n" + kernel_text(*parallel, chain, k_.name, false);
+    launch.vector_lanes = vector_lanes(chain);
+    if (launch.vector_lanes > 0) {
+      text += "\n" + kernel_text(*parallel, chain, k_.name + "_v" + std::to_string(kLanes), true);
+      for (size_t i = 0; i < k_.buffers.size(); ++i) {
+        if (vector_buffer_[i]) launch.vector_buffers.push_back(static_cast<int>(i));
+      }
+    }
+    result.source = std::move(text);
+    return result;
+  }
+
+  // One __global__ function: the scalar kernel, or (vectorized) the flat kernel doing
+  // kLanes contiguous iterations per thread with 16-byte-or-narrower vector accesses.
+  std::string kernel_text(const LoopStmt& parallel, const std::vector<const LoopStmt*>& chain,
+                          const std::string& function, bool vectorized) {
+    const CudaLaunch& launch = *launch_;
+    out_.str("");
+    shared_.clear();
+    std::fill(value_type_.begin(), value_type_.end(), DType::Int64);
     out_ << "extern \"C\" __global__ void __launch_bounds__(" << launch.block_threads << ") "
-         << k_.name << "(";
+         << function << "(";
     for (size_t i = 0; i < k_.buffers.size(); ++i) {
       const LoopBuffer& b = k_.buffers[i];
       if (i > 0) out_ << ", ";
@@ -340,16 +362,17 @@ class Emitter {
     for (const auto& stmt : k_.body) {
       if (stmt->kind == LoopStmtKind::Instr) emit_instr(*stmt);
     }
-    if (launch.scheme == CudaScheme::Flat) {
+    if (vectorized) {
+      emit_vectorized(chain);
+    } else if (launch.scheme == CudaScheme::Flat) {
       emit_flat(chain, "static_cast<" + idx_ + ">(blockIdx.x) * blockDim.x + threadIdx.x",
                 "static_cast<" + idx_ + ">(gridDim.x) * blockDim.x");
     } else {
-      ValueId p = parallel->vars[0];
-      value_type_[static_cast<size_t>(p)] = DType::Int64;
+      ValueId p = parallel.vars[0];
       line("for (" + idx_ + " " + name(p) + " = blockIdx.x; " + name(p) + " < " +
-           std::to_string(parallel->extents[0]) + "; " + name(p) + " += gridDim.x) {");
+           std::to_string(parallel.extents[0]) + "; " + name(p) + " += gridDim.x) {");
       ++indent_;
-      emit_block(parallel->body, Mode::Block);
+      emit_block(parallel.body, Mode::Block);
       --indent_;
       line("}");
     }
@@ -359,8 +382,132 @@ class Emitter {
     std::string shared;
     for (const std::string& decl : shared_) shared += "  " + decl + "\n";
     text.insert(body_start_, shared);
-    result.source = std::move(text);
-    return result;
+    return text;
+  }
+
+  // kLanes when the flat kernel can also run kLanes contiguous iterations per thread with
+  // vector accesses: the flattened loops hold only instructions and stores, their extent is
+  // a multiple of kLanes, and some access is contiguous in the flat index (its terms are
+  // those of a row-major walk of the loops, the innermost with coefficient 1, and its
+  // offset a multiple of kLanes) with an element of at most 4 bytes. Those accesses become
+  // vector loads and stores; the others stay per-lane scalar accesses. The caller still
+  // checks the data pointers' alignment on each launch. 0 otherwise.
+  int vector_lanes(const std::vector<const LoopStmt*>& chain) {
+    vector_buffer_.assign(k_.buffers.size(), false);
+    vector_access_.clear();
+    if (launch_->scheme != CudaScheme::Flat || launch_->iterations % kLanes != 0 ||
+        !launch_->temp_elements.empty()) {
+      return 0;
+    }
+    std::vector<int64_t> flat_coefficient;  // of each chain variable in the flat index
+    int64_t inner = 1;
+    for (size_t k = chain.size(); k-- > 0;) {
+      flat_coefficient.insert(flat_coefficient.begin(), inner);
+      inner *= chain[k]->extents[0];
+    }
+    for (const LoopStmt* level : chain) {
+      for (const auto& stmt : level->body) {
+        if (stmt->kind == LoopStmtKind::For && level != chain.back()) continue;  // the next level
+        if (stmt->kind != LoopStmtKind::Instr && stmt->kind != LoopStmtKind::Store) return 0;
+        bool access = stmt->kind == LoopStmtKind::Store || stmt->op == LoopOp::Load;
+        if (!access || stmt->index.terms.empty()) continue;
+        const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(stmt->buffer));
+        bool contiguous = stmt->index.offset % kLanes == 0 && graph::dtype_itemsize(b.dtype) <= 4;
+        for (size_t k = 0; contiguous && k < chain.size(); ++k) {
+          contiguous = stmt->index.coefficient_of(chain[k]->vars[0]) == flat_coefficient[k];
+        }
+        size_t covered = 0;
+        for (const AffineIndex::Term& term : stmt->index.terms) {
+          for (const LoopStmt* l : chain) covered += term.value == l->vars[0] ? 1 : 0;
+        }
+        if (!contiguous || covered != stmt->index.terms.size()) continue;
+        vector_access_.insert(stmt.get());
+        vector_buffer_[static_cast<size_t>(stmt->buffer)] = true;
+      }
+    }
+    return vector_access_.empty() ? 0 : kLanes;
+  }
+
+  static std::string vector_type(int bytes) {
+    switch (bytes) {
+      case 16:
+        return "int4";
+      case 8:
+        return "int2";
+      case 4:
+        return "int";
+      default:
+        return "short";
+    }
+  }
+
+  // The vectorized flat loop: contiguous loads as one vector access each, kLanes copies of
+  // the body (the loop variables split from the lane's flat index), contiguous stores as
+  // one vector access each.
+  void emit_vectorized(const std::vector<const LoopStmt*>& chain) {
+    std::vector<ValueId> vars;
+    std::vector<int64_t> extents;
+    for (const LoopStmt* level : chain) {
+      vars.push_back(level->vars[0]);
+      extents.push_back(level->extents[0]);
+    }
+    std::string f = "f" + std::to_string(vars.back());
+    line("for (" + idx_ + " " + f + " = (static_cast<" + idx_ +
+         ">(blockIdx.x) * blockDim.x + threadIdx.x) * " + std::to_string(kLanes) + "; " + f +
+         " < " + std::to_string(launch_->iterations) + "; " + f + " += static_cast<" + idx_ +
+         ">(gridDim.x) * blockDim.x * " + std::to_string(kLanes) + ") {");
+    ++indent_;
+    lane_access_.clear();
+    std::vector<const LoopStmt*> stores;
+    int count = 0;
+    auto address = [&](const LoopStmt& stmt) {
+      const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(stmt.buffer));
+      return b.name + " + " + f +
+             (stmt.index.offset != 0 ? " + " + std::to_string(stmt.index.offset) : "");
+    };
+    for (const LoopStmt* level : chain) {
+      for (const auto& stmt : level->body) {
+        if (vector_access_.count(stmt.get()) == 0) continue;
+        bool load = stmt->kind == LoopStmtKind::Instr;
+        const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(stmt->buffer));
+        int bytes = graph::dtype_itemsize(b.dtype) * kLanes;
+        std::string array = (load ? "ld" : "st") + std::to_string(count++);
+        lane_access_[stmt.get()] = array;
+        line("alignas(" + std::to_string(bytes) + ") " + storage_ctype(b.dtype) + " " + array +
+             "[" + std::to_string(kLanes) + "];");
+        if (load) {
+          line("*reinterpret_cast<" + vector_type(bytes) + "*>(" + array +
+               ") = *reinterpret_cast<const " + vector_type(bytes) + "*>(" + address(*stmt) +
+               ");");
+        } else {
+          stores.push_back(stmt.get());
+        }
+      }
+    }
+    line("#pragma unroll");
+    line("for (int lane = 0; lane < " + std::to_string(kLanes) + "; ++lane) {");
+    ++indent_;
+    std::string flat = "l" + std::to_string(vars.back());
+    line("const " + idx_ + " " + flat + " = " + f + " + lane;");
+    split_flat(flat, vars, extents);
+    for (size_t l = 0; l + 1 < chain.size(); ++l) {
+      for (const auto& stmt : chain[l]->body) {
+        if (stmt->kind == LoopStmtKind::Instr) emit_instr(*stmt);
+      }
+    }
+    emit_block(chain.back()->body, Mode::Thread);
+    --indent_;
+    line("}");
+    for (const LoopStmt* stmt : stores) {
+      const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(stmt->buffer));
+      int bytes = graph::dtype_itemsize(b.dtype) * kLanes;
+      line("*reinterpret_cast<" + vector_type(bytes) + "*>(" + address(*stmt) +
+           ") = *reinterpret_cast<const " + vector_type(bytes) + "*>(" + lane_access_.at(stmt) +
+           ");");
+    }
+    lane_access_.clear();
+    --indent_;
+    line("}");
   }
 
  private:
@@ -506,7 +653,11 @@ class Emitter {
   }
 
   std::string load_expr(const LoopBuffer& b, const AffineIndex& index) const {
-    std::string access = b.name + "[" + index_expr(index) + "]";
+    return convert_loaded(b, b.name + "[" + index_expr(index) + "]");
+  }
+
+  // A stored element of `b` as the value it holds (16-bit floats widened).
+  static std::string convert_loaded(const LoopBuffer& b, const std::string& access) {
     if (b.dtype == DType::Float16) return "dv_f16_to_f32(" + access + ")";
     if (b.dtype == DType::BFloat16) return "dv_bf16_to_f32(" + access + ")";
     return access;
@@ -518,6 +669,8 @@ class Emitter {
     std::string value = cast_expr(name(v), type_of(v), b.dtype);
     if (b.dtype == DType::Float16) value = "dv_f32_to_f16(" + value + ")";
     if (b.dtype == DType::BFloat16) value = "dv_f32_to_bf16(" + value + ")";
+    auto lane = lane_access_.find(&s);
+    if (lane != lane_access_.end()) return lane->second + "[lane] = " + value + ";";
     return b.name + "[" + index_expr(s.index) + "] = " + value + ";";
   }
 
@@ -621,7 +774,10 @@ class Emitter {
       expr = literal(s.real, s.integer, s.type);
     } else if (s.op == LoopOp::Load) {
       const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(s.buffer));
-      expr = cast_expr(load_expr(b, s.index), b.dtype, s.type);
+      auto lane = lane_access_.find(&s);
+      expr = cast_expr(lane != lane_access_.end() ? convert_loaded(b, lane->second + "[lane]")
+                                                  : load_expr(b, s.index),
+                       b.dtype, s.type);
     } else {
       std::vector<std::string> operands;
       for (ValueId v : s.operands) operands.push_back(name(v));
@@ -777,7 +933,13 @@ class Emitter {
     }
   }
 
+  static constexpr int kLanes = 4;
+
   const LoopKernel& k_;
+  const CudaLaunch* launch_ = nullptr;
+  std::vector<bool> vector_buffer_;                         // accessed with vector loads/stores
+  std::set<const LoopStmt*> vector_access_;                 // contiguous in the flat index
+  std::map<const LoopStmt*, std::string> lane_access_;      // access -> its lane array
   std::vector<DType> value_type_;
   std::ostringstream out_;
   std::vector<std::string> shared_;
@@ -805,7 +967,10 @@ std::string describe(const CudaLaunch& launch) {
   return std::string(cuda_scheme_name(launch.scheme)) + ", " +
          std::to_string(launch.block_threads) + " threads, " + std::to_string(launch.iterations) +
          (launch.scheme == CudaScheme::Flat ? " iterations" : " rows") + ", grid " +
-         std::to_string(launch.grid()) + ", temps per slot [" + temps + "]";
+         std::to_string(launch.grid()) + ", temps per slot [" + temps + "]" +
+         (launch.vector_lanes > 0 ? ", vectorized variant: " + std::to_string(launch.vector_lanes) +
+                                        " lanes, grid " + std::to_string(launch.grid(true))
+                                  : "");
 }
 
 Expected<CudaKernelSource> lower_loops_to_cuda(const LoopKernel& kernel) {

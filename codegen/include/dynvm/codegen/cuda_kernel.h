@@ -46,7 +46,8 @@ class CudaKernel final : public FusedKernel {
 
   LoopKernel kernel_;
   CudaKernelSource cuda_;
-  void* function_ = nullptr;  // CUfunction
+  void* function_ = nullptr;         // CUfunction
+  void* vector_function_ = nullptr;  // the vectorized variant, or nullptr
   int device_ = 0;
   bool cache_hit_ = false;
 };

@@ -36,7 +36,13 @@ struct CudaLaunch {
   // thread (Flat) or one block (RowPerBlock). The caller passes one scratch pointer per
   // temp buffer, sized grid slots times this.
   std::vector<int64_t> temp_elements;
-  int64_t grid() const;           // blocks to launch
+  // The flat scheme's vectorized variant (function `<name>_v<lanes>`), when there is one:
+  // each thread runs `vector_lanes` contiguous iterations with vector loads and stores of
+  // `vector_buffers` (buffer indices), whose data pointers must be aligned to lanes times
+  // their element size; otherwise the scalar kernel runs. 0: no vectorized variant.
+  int vector_lanes = 0;
+  std::vector<int> vector_buffers;
+  int64_t grid(bool vectorized = false) const;  // blocks to launch
   int64_t scratch_slots() const;  // slots the temporaries need
 };
 
