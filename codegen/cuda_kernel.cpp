@@ -69,12 +69,10 @@ Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& gr
                                            " NVRTC " + std::to_string(libraries.nvrtc_major) + "." +
                                            std::to_string(libraries.nvrtc_minor));
   if (log_topic_enabled("kernels")) {
-    std::cerr << "[dynvm kernels] " << name << " (" << key << ", " << architecture << ", "
-              << cuda_scheme_name(kernel->cuda_.launch.scheme) << ", "
-              << kernel->cuda_.launch.grid() << "x" << kernel->cuda_.launch.block_threads
-              << ") loop IR:\n"
-              << to_text(kernel->kernel_) << "[dynvm kernels] " << name << " CUDA source:\n"
-              << kernel->cuda_.source;
+    std::string text = "[dynvm kernels] " + name + " (" + key + ", " + architecture + ", " +
+                       describe(kernel->cuda_.launch) + ") loop IR:\n" + to_text(kernel->kernel_) +
+                       "[dynvm kernels] " + name + " CUDA source:\n" + kernel->cuda_.source;
+    std::cerr << text;
   }
   {
     std::lock_guard<std::mutex> lock(loaded_mutex);

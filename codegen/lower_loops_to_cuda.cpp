@@ -14,7 +14,6 @@
 #include <limits>
 #include <map>
 #include <set>
-#include <sstream>
 #include <utility>
 
 namespace dynvm::codegen {
@@ -334,21 +333,21 @@ class Emitter {
   std::string kernel_text(const LoopStmt& parallel, const std::vector<const LoopStmt*>& chain,
                           const std::string& function, bool vectorized) {
     const CudaLaunch& launch = *launch_;
-    out_.str("");
+    out_.clear();
     shared_.clear();
     std::fill(value_type_.begin(), value_type_.end(), DType::Int64);
-    out_ << "extern \"C\" __global__ void __launch_bounds__(" << launch.block_threads << ") "
-         << function << "(";
+    out_ += "extern \"C\" __global__ void __launch_bounds__(" +
+            std::to_string(launch.block_threads) + ") " + function + "(";
     for (size_t i = 0; i < k_.buffers.size(); ++i) {
       const LoopBuffer& b = k_.buffers[i];
-      if (i > 0) out_ << ", ";
+      if (i > 0) out_ += ", ";
       bool input = b.role == BufferRole::Input;
-      out_ << (input ? "const " : "") << storage_ctype(b.dtype) << "* __restrict__ " << b.name
-           << (b.role == BufferRole::Temp ? "_scratch" : "");
+      out_ += (input ? "const " : "") + storage_ctype(b.dtype) + "* __restrict__ " + b.name +
+              (b.role == BufferRole::Temp ? "_scratch" : "");
     }
-    out_ << ") {\n";
+    out_ += ") {\n";
     indent_ = 1;
-    body_start_ = out_.str().size();
+    body_start_ = out_.size();
     // Temporaries: this slot's part of the scratch space.
     size_t t = 0;
     std::string slot = launch.scheme == CudaScheme::Flat
@@ -376,8 +375,8 @@ class Emitter {
       --indent_;
       line("}");
     }
-    out_ << "}\n";
-    std::string text = out_.str();
+    out_ += "}\n";
+    std::string text = out_;
     // Shared arrays of the block reductions go first in the body.
     std::string shared;
     for (const std::string& decl : shared_) shared += "  " + decl + "\n";
@@ -628,8 +627,9 @@ class Emitter {
   }
 
   void line(const std::string& text) {
-    for (int i = 0; i < indent_; ++i) out_ << "  ";
-    out_ << text << "\n";
+    out_.append(static_cast<size_t>(2 * indent_), ' ');
+    out_ += text;
+    out_ += '\n';
   }
 
   static std::string name(ValueId v) { return "v" + std::to_string(v); }
@@ -941,7 +941,7 @@ class Emitter {
   std::set<const LoopStmt*> vector_access_;                 // contiguous in the flat index
   std::map<const LoopStmt*, std::string> lane_access_;      // access -> its lane array
   std::vector<DType> value_type_;
-  std::ostringstream out_;
+  std::string out_;  // text, not a stream: no locale in the generated source
   std::vector<std::string> shared_;
   size_t body_start_ = 0;
   int indent_ = 0;
