@@ -1,16 +1,15 @@
 // The on-disk kernel cache: paths, a content hash, atomic writes.
 #include "dynvm/codegen/kernel_disk_cache.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <random>
-#include <sstream>
 #include <system_error>
 
 namespace dynvm::codegen {
@@ -48,35 +47,51 @@ std::string content_hash(std::string_view text) {
 }
 
 std::optional<std::string> load_cached_object(const std::string& dir, const std::string& key) {
-  std::ifstream in(dir + "/" + key + ".o", std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof()) return std::nullopt;
+  std::string path = dir + "/" + key + ".o";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string bytes;
+  char chunk[65536];
+  while (true) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    bytes.append(chunk, static_cast<size_t>(n));
+  }
+  ::close(fd);
   if (bytes.empty()) return std::nullopt;
   return bytes;
 }
 
+// File I/O through POSIX calls, not iostreams: formatting and file streams depend on the
+// C++ library's locale set-up, which some toolchains (a statically linked libstdc++ in a
+// Python extension) leave unusable.
 bool store_cached_object(const std::string& dir, const std::string& key, std::string_view bytes) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return false;
-  std::ostringstream temp_name;
-  temp_name << dir << "/." << key << "." << ::getpid() << "." << std::random_device{}() << ".tmp";
-  {
-    std::ofstream out(temp_name.str(), std::ios::binary | std::ios::trunc);
-    if (!out) return false;
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) {
-      std::filesystem::remove(temp_name.str(), ec);
-      return false;
-    }
+  std::string temp_name = dir + "/." + key + "." + std::to_string(::getpid()) + "." +
+                          std::to_string(std::random_device{}()) + ".tmp";
+  int fd = ::open(temp_name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  size_t written = 0;
+  while (written < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
   }
-  std::filesystem::rename(temp_name.str(), dir + "/" + key + ".o", ec);
-  if (ec) {
-    std::filesystem::remove(temp_name.str(), ec);
-    return false;
+  bool ok = ::close(fd) == 0 && written == bytes.size();
+  if (ok) {
+    std::filesystem::rename(temp_name, dir + "/" + key + ".o", ec);
+    ok = !ec;
   }
-  return true;
+  if (!ok) std::filesystem::remove(temp_name, ec);
+  return ok;
 }
 
 }  // namespace dynvm::codegen
