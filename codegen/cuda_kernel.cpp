@@ -180,12 +180,13 @@ void CudaKernel::run_into(const std::vector<at::Tensor>& inputs,
   bool vectorized = vector_function_ != nullptr;
   for (int b : launch.vector_buffers) {
     if (!vectorized) break;
-    auto bytes = static_cast<uintptr_t>(graph::dtype_itemsize(kernel_.buffers[static_cast<size_t>(b)].dtype) *
-                                        launch.vector_lanes);
+    auto bytes = static_cast<uintptr_t>(
+        graph::dtype_itemsize(kernel_.buffers[static_cast<size_t>(b)].dtype) * launch.vector_lanes);
     vectorized = reinterpret_cast<uintptr_t>(pointers[static_cast<size_t>(b)]) % bytes == 0;
   }
-  std::string error = cuda_launch(device_, vectorized ? vector_function_ : function_,
-                                  launch.grid(vectorized), launch.block_threads, stream, args.data());
+  std::string error =
+      cuda_launch(device_, vectorized ? vector_function_ : function_, launch.grid(vectorized),
+                  launch.block_threads, stream, args.data());
   TORCH_CHECK(error.empty(), "kernel ", kernel_.name, ": ", error);
 }
 

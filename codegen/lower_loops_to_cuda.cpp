@@ -302,8 +302,13 @@ class Emitter {
             std::clamp<int64_t>((int64_t{1} << 24) / (temp_total * launch.block_threads), 1, 1024);
       }
     } else {
-      launch.iterations = parallel->extents[0];
-      int64_t work = block_work(parallel->body);
+      // Loops around the rows (kept dims beyond the first) are flattened with the parallel
+      // one: one block per row.
+      chain = flat_chain(*parallel);
+      int64_t rows = 1;
+      for (const LoopStmt* level : chain) rows *= level->extents[0];
+      launch.iterations = rows;
+      int64_t work = block_work(chain.back()->body);
       launch.block_threads = 32;
       while (launch.block_threads < 512 && launch.block_threads * 4 < work) {
         launch.block_threads *= 2;
@@ -316,10 +321,10 @@ class Emitter {
     launch_ = &launch;
     choose_index_type(launch);
 
-    std::string text = std::string(kPrelude) + "\n" + kernel_text(*parallel, chain, k_.name, false);
+    std::string text = std::string(kPrelude) + "\n" + kernel_text(chain, k_.name, false);
     launch.vector_lanes = vector_lanes(chain);
     if (launch.vector_lanes > 0) {
-      text += "\n" + kernel_text(*parallel, chain, k_.name + "_v" + std::to_string(kLanes), true);
+      text += "\n" + kernel_text(chain, k_.name + "_v" + std::to_string(kLanes), true);
       for (size_t i = 0; i < k_.buffers.size(); ++i) {
         if (vector_buffer_[i]) launch.vector_buffers.push_back(static_cast<int>(i));
       }
@@ -330,8 +335,8 @@ class Emitter {
 
   // One __global__ function: the scalar kernel, or (vectorized) the flat kernel doing
   // kLanes contiguous iterations per thread with 16-byte-or-narrower vector accesses.
-  std::string kernel_text(const LoopStmt& parallel, const std::vector<const LoopStmt*>& chain,
-                          const std::string& function, bool vectorized) {
+  std::string kernel_text(const std::vector<const LoopStmt*>& chain, const std::string& function,
+                          bool vectorized) {
     const CudaLaunch& launch = *launch_;
     out_.clear();
     shared_.clear();
@@ -367,11 +372,25 @@ class Emitter {
       emit_flat(chain, "static_cast<" + idx_ + ">(blockIdx.x) * blockDim.x + threadIdx.x",
                 "static_cast<" + idx_ + ">(gridDim.x) * blockDim.x");
     } else {
-      ValueId p = parallel.vars[0];
-      line("for (" + idx_ + " " + name(p) + " = blockIdx.x; " + name(p) + " < " +
-           std::to_string(parallel.extents[0]) + "; " + name(p) + " += gridDim.x) {");
+      std::vector<ValueId> vars;
+      std::vector<int64_t> extents;
+      for (const LoopStmt* level : chain) {
+        vars.push_back(level->vars[0]);
+        extents.push_back(level->extents[0]);
+      }
+      std::string row = "p" + std::to_string(vars.back());
+      line("for (" + idx_ + " " + row + " = blockIdx.x; " + row + " < " +
+           std::to_string(launch.iterations) + "; " + row + " += gridDim.x) {");
       ++indent_;
-      emit_block(parallel.body, Mode::Block);
+      split_flat(row, vars, extents);
+      for (size_t l = 0; l + 1 < chain.size(); ++l) {
+        for (const auto& stmt : chain[l]->body) {
+          if (stmt->kind == LoopStmtKind::Instr) emit_instr(*stmt);
+        }
+      }
+      plan_persistent_row(chain.back()->body);
+      emit_block(chain.back()->body, Mode::Block);
+      persistent_k_ = 0;
       --indent_;
       line("}");
     }
@@ -476,8 +495,7 @@ class Emitter {
              "[" + std::to_string(kLanes) + "];");
         if (load) {
           line("*reinterpret_cast<" + vector_type(bytes) + "*>(" + array +
-               ") = *reinterpret_cast<const " + vector_type(bytes) + "*>(" + address(*stmt) +
-               ");");
+               ") = *reinterpret_cast<const " + vector_type(bytes) + "*>(" + address(*stmt) + ");");
         } else {
           stores.push_back(stmt.get());
         }
@@ -559,6 +577,161 @@ class Emitter {
       if (reads_contiguously(stmt->body, var)) return true;
     }
     return false;
+  }
+
+  // --- persistent rows ----------------------------------------------------------------
+  // When every loop of a row (its reductions and the loops spread over the block) runs
+  // over the same iteration space of at most kMaxPersistent elements per thread, each
+  // thread keeps the elements it reads in registers from one loop to the next: an input
+  // read by several loops is read from memory once, and a temporary row written and read
+  // only by those loops never goes to memory (softmax's exponentials).
+
+  // A row-level loop: its variables (outermost first), extents, and the statements run
+  // once per iteration at its top level.
+  struct RowLoop {
+    std::vector<ValueId> vars;
+    std::vector<int64_t> extents;
+    std::vector<const LoopStmt*> stmts;
+  };
+
+  static RowLoop row_loop(const LoopStmt& s) {
+    RowLoop loop;
+    if (s.kind == LoopStmtKind::Reduce) {
+      loop.vars = s.vars;
+      loop.extents = s.extents;
+      for (const auto& stmt : s.body) loop.stmts.push_back(stmt.get());
+      return loop;
+    }
+    std::vector<const LoopStmt*> chain = flat_chain(s);
+    for (const LoopStmt* level : chain) {
+      loop.vars.push_back(level->vars[0]);
+      loop.extents.push_back(level->extents[0]);
+      for (const auto& stmt : level->body) {
+        if (level == chain.back() || stmt->kind == LoopStmtKind::Instr)
+          loop.stmts.push_back(stmt.get());
+      }
+    }
+    return loop;
+  }
+
+  // The element an access reaches, independent of which loop's variables index it.
+  static std::string access_key(const LoopStmt& s, const RowLoop& loop) {
+    std::string key = "b" + std::to_string(s.buffer) + "@" + std::to_string(s.index.offset);
+    for (const AffineIndex::Term& term : s.index.terms) {
+      auto at = std::find(loop.vars.begin(), loop.vars.end(), term.value);
+      key += at != loop.vars.end() ? " L" + std::to_string(at - loop.vars.begin())
+                                   : " v" + std::to_string(term.value);
+      key += "*" + std::to_string(term.coefficient);
+    }
+    return key;
+  }
+
+  // Accesses to buffer `buffer` anywhere under `block`.
+  static void collect_accesses(const LoopBlock& block, int32_t buffer,
+                               std::vector<const LoopStmt*>& out) {
+    for (const auto& stmt : block) {
+      bool access = stmt->kind == LoopStmtKind::Store ||
+                    (stmt->kind == LoopStmtKind::Instr && stmt->op == LoopOp::Load);
+      if (access && stmt->buffer == buffer) out.push_back(stmt.get());
+      collect_accesses(stmt->body, buffer, out);
+    }
+  }
+
+  void plan_persistent_row(const LoopBlock& row) {
+    persistent_k_ = 0;
+    cached_access_.clear();
+    std::vector<RowLoop> loops;
+    for (const auto& stmt : row) {
+      if (stmt->kind == LoopStmtKind::For && contains_reduce(stmt->body)) return;
+      if (stmt->kind == LoopStmtKind::For || stmt->kind == LoopStmtKind::Reduce) {
+        loops.push_back(row_loop(*stmt));
+      }
+    }
+    if (loops.size() < 2) return;
+    for (const RowLoop& loop : loops) {
+      if (loop.extents != loops[0].extents) return;
+    }
+    int64_t n = 1;
+    for (int64_t e : loops[0].extents) n *= e;
+    int64_t threads = launch_->block_threads;
+    int64_t k = (n + threads - 1) / threads;
+    if (k > kMaxPersistent) return;
+    // Which loops touch each element (inputs: loads; temporaries: loads and stores).
+    std::map<std::string, std::set<size_t>> loops_of_key;
+    std::map<const LoopStmt*, std::string> key_of;
+    for (size_t l = 0; l < loops.size(); ++l) {
+      for (const LoopStmt* stmt : loops[l].stmts) {
+        bool load = stmt->kind == LoopStmtKind::Instr && stmt->op == LoopOp::Load;
+        if (!load && stmt->kind != LoopStmtKind::Store) continue;
+        BufferRole role = k_.buffers.at(static_cast<size_t>(stmt->buffer)).role;
+        if (role == BufferRole::Output || (role == BufferRole::Input && !load)) continue;
+        std::string key = access_key(*stmt, loops[l]);
+        loops_of_key[key].insert(l);
+        key_of[stmt] = key;
+      }
+    }
+    std::map<std::string, std::string> array_of_key;
+    for (const RowLoop& loop : loops) {  // in program order, so the names are stable
+      for (const LoopStmt* stmt : loop.stmts) {
+        auto keyed = key_of.find(stmt);
+        if (keyed == key_of.end()) continue;
+        const std::string& key = keyed->second;
+        const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(stmt->buffer));
+        bool cache = false;
+        if (b.role == BufferRole::Input) {
+          cache = loops_of_key[key].size() >= 2;
+        } else {
+          // A temporary stays in registers when every access to it is one of these, to one
+          // element per iteration.
+          std::vector<const LoopStmt*> all;
+          collect_accesses(k_.body, stmt->buffer, all);
+          cache = true;
+          for (const LoopStmt* a : all) {
+            auto found = key_of.find(a);
+            cache = cache && found != key_of.end() && found->second == key;
+          }
+        }
+        if (!cache) continue;
+        auto [at, fresh] = array_of_key.emplace(key, "c" + std::to_string(array_of_key.size()));
+        if (fresh) {
+          line(value_ctype(b.dtype) + " " + at->second + "[" + std::to_string(k) + "];");
+        }
+        cached_access_[stmt] = at->second;
+      }
+    }
+    persistent_k_ = k;
+    persistent_n_ = n;
+    filled_.clear();
+  }
+
+  // The loop `loop` spread over the block with each thread's elements in registers:
+  // element threadIdx.x + kk * blockDim.x for kk < persistent_k_. `body` emits the
+  // per-element statements.
+  template <typename Body>
+  void emit_persistent_loop(const RowLoop& loop, Body body) {
+    line("#pragma unroll");
+    line("for (int kk = 0; kk < " + std::to_string(persistent_k_) + "; ++kk) {");
+    ++indent_;
+    std::string e = "e" + std::to_string(loop.vars.back());
+    line("const " + idx_ + " " + e + " = threadIdx.x + kk * " +
+         std::to_string(launch_->block_threads) + ";");
+    bool guard = persistent_n_ % launch_->block_threads != 0;
+    if (guard) {
+      line("if (" + e + " < " + std::to_string(persistent_n_) + ") {");
+      ++indent_;
+    }
+    split_flat(e, loop.vars, loop.extents);
+    std::set<std::string> touched;
+    in_persistent_loop_ = &touched;
+    body();
+    in_persistent_loop_ = nullptr;
+    if (guard) {
+      --indent_;
+      line("}");
+    }
+    --indent_;
+    line("}");
+    filled_.insert(touched.begin(), touched.end());
   }
 
   // Perfectly nested loops from `loop` inward: each level's body holds instructions and
@@ -671,6 +844,11 @@ class Emitter {
     if (b.dtype == DType::BFloat16) value = "dv_f32_to_bf16(" + value + ")";
     auto lane = lane_access_.find(&s);
     if (lane != lane_access_.end()) return lane->second + "[lane] = " + value + ";";
+    if (cached(s)) {
+      // A temporary kept in registers: the value as the buffer holds it, never stored.
+      in_persistent_loop_->insert(cached_access_.at(&s));
+      return cached_access_.at(&s) + "[kk] = " + cast_expr(name(v), type_of(v), b.dtype) + ";";
+    }
     return b.name + "[" + index_expr(s.index) + "] = " + value + ";";
   }
 
@@ -772,6 +950,14 @@ class Emitter {
     std::string expr;
     if (s.op == LoopOp::Const) {
       expr = literal(s.real, s.integer, s.type);
+    } else if (s.op == LoopOp::Load && cached(s)) {
+      const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(s.buffer));
+      const std::string& array = cached_access_.at(&s);
+      if (filled_.count(array) == 0 && b.role == BufferRole::Input) {
+        line(array + "[kk] = " + load_expr(b, s.index) + ";");
+        in_persistent_loop_->insert(array);
+      }
+      expr = cast_expr(array + "[kk]", b.dtype, s.type);
     } else if (s.op == LoopOp::Load) {
       const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(s.buffer));
       auto lane = lane_access_.find(&s);
@@ -874,6 +1060,17 @@ class Emitter {
           emit_block(s.body, Mode::Block);
           --indent_;
           line("}");
+        } else if (mode == Mode::Block && persistent_k_ > 0) {
+          std::vector<const LoopStmt*> chain = flat_chain(s);
+          emit_persistent_loop(row_loop(s), [&] {
+            for (size_t l = 0; l + 1 < chain.size(); ++l) {
+              for (const auto& stmt : chain[l]->body) {
+                if (stmt->kind == LoopStmtKind::Instr) emit_instr(*stmt);
+              }
+            }
+            emit_block(chain.back()->body, Mode::Thread);
+          });
+          line("__syncthreads();");
         } else if (mode == Mode::Block) {
           emit_flat(flat_chain(s), "static_cast<" + idx_ + ">(threadIdx.x)",
                     "static_cast<" + idx_ + ">(blockDim.x)");
@@ -897,7 +1094,12 @@ class Emitter {
         line(ct + " " + acc + " = " + identity + ";");
         int64_t n = 1;
         for (int64_t e : s.extents) n *= e;
-        if (mode == Mode::Block) {
+        if (mode == Mode::Block && persistent_k_ > 0) {
+          emit_persistent_loop(row_loop(s), [&] {
+            emit_block(s.body, Mode::Thread);
+            line(acc + " = " + combine(s.reduce, s.type, acc, name(s.yield)) + ";");
+          });
+        } else if (mode == Mode::Block) {
           std::string flat = "f" + std::to_string(s.result);
           line("for (" + idx_ + " " + flat + " = threadIdx.x; " + flat + " < " + std::to_string(n) +
                "; " + flat + " += blockDim.x) {");
@@ -912,12 +1114,14 @@ class Emitter {
             ++indent_;
           }
         }
-        emit_block(s.body, Mode::Thread);
-        line(acc + " = " + combine(s.reduce, s.type, acc, name(s.yield)) + ";");
-        size_t closing = mode == Mode::Block ? 1 : s.vars.size();
-        for (size_t k = 0; k < closing; ++k) {
-          --indent_;
-          line("}");
+        if (mode == Mode::Thread || persistent_k_ == 0) {
+          emit_block(s.body, Mode::Thread);
+          line(acc + " = " + combine(s.reduce, s.type, acc, name(s.yield)) + ";");
+          size_t closing = mode == Mode::Block ? 1 : s.vars.size();
+          for (size_t k = 0; k < closing; ++k) {
+            --indent_;
+            line("}");
+          }
         }
         value_type_.at(static_cast<size_t>(s.result)) = s.type;
         if (mode == Mode::Block) {
@@ -934,12 +1138,24 @@ class Emitter {
   }
 
   static constexpr int kLanes = 4;
+  static constexpr int64_t kMaxPersistent = 16;
+
+  // Whether `s` is an access the persistent row keeps in registers, in the loop being
+  // emitted.
+  bool cached(const LoopStmt& s) const {
+    return in_persistent_loop_ != nullptr && cached_access_.count(&s) != 0;
+  }
+  int64_t persistent_k_ = 0;  // elements per thread of the persistent row, 0: not persistent
+  int64_t persistent_n_ = 0;  // elements of each of its loops
+  std::map<const LoopStmt*, std::string> cached_access_;  // access -> its register array
+  std::set<std::string> filled_;                          // arrays a finished loop has filled
+  std::set<std::string>* in_persistent_loop_ = nullptr;   // arrays the current loop fills
 
   const LoopKernel& k_;
   const CudaLaunch* launch_ = nullptr;
-  std::vector<bool> vector_buffer_;                         // accessed with vector loads/stores
-  std::set<const LoopStmt*> vector_access_;                 // contiguous in the flat index
-  std::map<const LoopStmt*, std::string> lane_access_;      // access -> its lane array
+  std::vector<bool> vector_buffer_;                     // accessed with vector loads/stores
+  std::set<const LoopStmt*> vector_access_;             // contiguous in the flat index
+  std::map<const LoopStmt*, std::string> lane_access_;  // access -> its lane array
   std::vector<DType> value_type_;
   std::string out_;  // text, not a stream: no locale in the generated source
   std::vector<std::string> shared_;

@@ -43,7 +43,7 @@ struct CudaLaunch {
   int vector_lanes = 0;
   std::vector<int> vector_buffers;
   int64_t grid(bool vectorized = false) const;  // blocks to launch
-  int64_t scratch_slots() const;  // slots the temporaries need
+  int64_t scratch_slots() const;                // slots the temporaries need
 };
 
 struct CudaKernelSource {
