@@ -308,9 +308,11 @@ class Emitter {
       int64_t rows = 1;
       for (const LoopStmt* level : chain) rows *= level->extents[0];
       launch.iterations = rows;
+      // About eight elements per thread: a row in registers fits, and small blocks leave
+      // room for more rows per multiprocessor, hence more loads in flight.
       int64_t work = block_work(chain.back()->body);
       launch.block_threads = 32;
-      while (launch.block_threads < 512 && launch.block_threads * 4 < work) {
+      while (launch.block_threads < 512 && launch.block_threads * 8 < work) {
         launch.block_threads *= 2;
       }
       launch.max_blocks = int64_t{1} << 22;
