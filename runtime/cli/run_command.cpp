@@ -127,9 +127,11 @@ std::string take_exception_message() {
 
 // Reports the pending exception of the hand-over to the package. Returns the exit
 // status: 2 for a ValueError (a bad option value or DYNVM_* variable: the user's to
-// fix), 1 for anything else.
+// fix) or a NotImplementedError (an option dynvm names but does not do yet), 1 for
+// anything else.
 int report_begin_run_error(bool importing) {
-  if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+  if (PyErr_ExceptionMatches(PyExc_ValueError) ||
+      PyErr_ExceptionMatches(PyExc_NotImplementedError)) {
     std::fprintf(stderr, "dynvm: %s\n", take_exception_message().c_str());
     return 2;
   }

@@ -154,9 +154,7 @@ def test_decorator_without_arguments():
     [
         ({}, "dynvm", "default"),
         ({"backend": "eager"}, "eager", "default"),
-        ({"mode": "reduce-overhead"}, "dynvm", "reduce-overhead"),
-        ({"backend": "dynvm", "mode": "max-autotune", "fullgraph": True, "dynamic": False},
-         "dynvm", "max-autotune"),
+        ({"mode": "default", "fullgraph": True, "dynamic": False}, "dynvm", "default"),
     ],
 )
 def test_decorator_with_arguments(kwargs, backend, mode):
@@ -171,6 +169,16 @@ def test_decorator_with_arguments(kwargs, backend, mode):
     if backend == "dynvm" and not codegen_built():
         pytest.skip("this build has no CPU code generator")
     assert triple(1) == 3
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_modes_not_built_yet_raise_instead_of_being_ignored(mode):
+    with pytest.raises(NotImplementedError, match=f"mode='{mode}'.*not implemented yet"):
+        dynvm.compile(lambda x: x, mode=mode)
+    with pytest.raises(NotImplementedError, match=f"mode='{mode}'"):
+        @dynvm.compile(mode=mode)
+        def f(x):
+            return x
 
 
 def test_compiled_method_binds_like_a_function():
