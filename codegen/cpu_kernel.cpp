@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "aten_dtype.h"
-#include "dynvm/codegen/coalesce_loops.h"
+#include "dynvm/codegen/loop_pass_runner.h"
 #include "dynvm/codegen/lower_group.h"
 
 namespace dynvm::codegen {
@@ -23,6 +23,8 @@ constexpr int64_t kGrainElements = 32768;
 
 }  // namespace
 
+std::vector<std::string> CpuKernel::loop_passes() { return {"coalesce"}; }
+
 Expected<std::unique_ptr<CpuKernel>> CpuKernel::compile(const graph::Graph& group,
                                                         const CpuCompileOptions& options,
                                                         const std::string& name) {
@@ -31,7 +33,8 @@ Expected<std::unique_ptr<CpuKernel>> CpuKernel::compile(const graph::Graph& grou
   if (!lowered) return lowered.error();
   std::unique_ptr<CpuKernel> kernel(new CpuKernel());
   kernel->kernel_ = std::move(*lowered);
-  coalesce_loops(kernel->kernel_);
+  auto passes = run_loop_passes(kernel->kernel_, loop_passes());
+  if (!passes) return passes.error();
   Expected<CpuCompiledKernel> compiled = compile_cpu_kernel(kernel->kernel_, options);
   if (!compiled) return compiled.error();
   kernel->compiled_ = std::move(*compiled);

@@ -16,10 +16,10 @@
 #include <utility>
 
 #include "aten_dtype.h"
-#include "dynvm/codegen/coalesce_loops.h"
 #include "dynvm/codegen/cuda_libraries.h"
 #include "dynvm/codegen/kernel_disk_cache.h"
 #include "dynvm/codegen/loop_ir_printer.h"
+#include "dynvm/codegen/loop_pass_runner.h"
 #include "dynvm/codegen/lower_group.h"
 #include "dynvm/support/log_topics.h"
 
@@ -60,7 +60,8 @@ Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& gr
   std::unique_ptr<CudaKernel> kernel(new CudaKernel());
   kernel->device_ = device;
   kernel->kernel_ = std::move(*lowered);
-  coalesce_loops(kernel->kernel_);
+  auto passes = run_loop_passes(kernel->kernel_, cuda_loop_passes());
+  if (!passes) return passes.error();
   auto source = lower_loops_to_cuda(kernel->kernel_);
   if (!source) return source.error();
   kernel->cuda_ = std::move(*source);

@@ -1174,6 +1174,8 @@ LowerOptions cuda_lower_options() {
   return options;
 }
 
+std::vector<std::string> cuda_loop_passes() { return {"coalesce"}; }
+
 std::string_view cuda_prelude() {
   static const std::string prelude = std::string(kPrelude) + "\n";
   return prelude;

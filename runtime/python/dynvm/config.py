@@ -5,7 +5,7 @@ import os
 
 BACKENDS = ("eager", "dynvm")
 MODES = ("default", "reduce-overhead", "max-autotune")
-LOG_NAMES = ("graph", "guards", "breaks", "recompiles", "kernels", "glue", "perf")
+LOG_NAMES = ("graph", "guards", "breaks", "recompiles", "kernels", "loops", "glue", "perf")
 
 DEFAULT_BACKEND = "dynvm"
 DEFAULT_MODE = "default"

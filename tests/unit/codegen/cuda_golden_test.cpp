@@ -9,10 +9,9 @@
 #include <vector>
 
 #include "catch.h"
-#include "dynvm/codegen/coalesce_loops.h"
 #include "dynvm/codegen/cuda_libraries.h"
 #include "dynvm/codegen/loop_ir_printer.h"
-#include "dynvm/codegen/loop_ir_verify.h"
+#include "dynvm/codegen/loop_pass_runner.h"
 #include "dynvm/codegen/lower_group.h"
 #include "dynvm/codegen/lower_loops_to_cuda.h"
 #include "dynvm/graph/graph_parser.h"
@@ -64,8 +63,7 @@ std::vector<Golden> lower_goldens() {
     REQUIRE(group);
     Expected<LoopKernel> kernel = lower_group(*group, file.stem().string(), cuda_lower_options());
     REQUIRE(kernel);
-    coalesce_loops(*kernel);
-    CHECK(verify_loop_kernel(*kernel).empty());
+    REQUIRE(run_loop_passes(*kernel, cuda_loop_passes()));
     g.loop_ir = to_text(*kernel);
     Expected<CudaKernelSource> cuda = lower_loops_to_cuda(*kernel);
     REQUIRE(cuda);

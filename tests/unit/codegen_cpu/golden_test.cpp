@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "catch.h"
-#include "dynvm/codegen/coalesce_loops.h"
 #include "dynvm/codegen/cpu_jit.h"
+#include "dynvm/codegen/cpu_kernel.h"
 #include "dynvm/codegen/loop_ir_printer.h"
-#include "dynvm/codegen/loop_ir_verify.h"
+#include "dynvm/codegen/loop_pass_runner.h"
 #include "dynvm/codegen/lower_group.h"
 #include "dynvm/graph/graph_parser.h"
 
@@ -57,8 +57,7 @@ TEST_CASE("CPU golden files in tests/data/codegen_cpu", "[codegen_cpu][golden]")
     REQUIRE(group);
     Expected<LoopKernel> kernel = lower_group(*group, file.stem().string());
     REQUIRE(kernel);
-    coalesce_loops(*kernel);
-    CHECK(verify_loop_kernel(*kernel).empty());
+    REQUIRE(run_loop_passes(*kernel, CpuKernel::loop_passes()));
     std::string loop_ir = to_text(*kernel);
     Expected<std::string> llvm_ir = cpu_kernel_llvm_ir(*kernel, lanes);
     REQUIRE(llvm_ir);

@@ -25,6 +25,9 @@ class CpuKernel final : public FusedKernel {
   // Lowers the group (lower_group), coalesces its loops and compiles it (compile_cpu_kernel).
   // An unsupported group or a missing LLVM is an Error; the caller then runs the group
   // through ATen.
+  // The loop passes (loop_pass_runner.h) run on a lowered group before code generation.
+  static std::vector<std::string> loop_passes();
+
   static Expected<std::unique_ptr<CpuKernel>> compile(const graph::Graph& group,
                                                       const CpuCompileOptions& options = {},
                                                       const std::string& name = "fused");

@@ -57,8 +57,10 @@ struct CudaKernelSource {
 // An op or shape the lowering cannot express is an Error.
 Expected<CudaKernelSource> lower_loops_to_cuda(const LoopKernel& kernel);
 
-// How groups are lowered for this target (lower_group's options).
+// How groups are lowered for this target (lower_group's options), and the loop passes
+// (loop_pass_runner.h) run on them before lower_loops_to_cuda.
 LowerOptions cuda_lower_options();
+std::vector<std::string> cuda_loop_passes();
 
 // The helpers every generated source starts with (16-bit float conversions, NaN-propagating
 // max/min, the block reduction), followed by a blank line.
