@@ -43,6 +43,13 @@ std::string CompiledGraph::to_dot(const graph::Graph& graph, const std::string& 
   }
   graph::DotOptions options = graph::fusion_dot_options(program_->fusion.fusion);
   options.graph_name = name;
+  // Which target each group was compiled for, or that it runs through ATen.
+  options.group_note = [this](int group) -> std::string {
+    if (group < 0 || static_cast<size_t>(group) >= kernel_of_group_.size()) return "";
+    const FusedKernel* kernel = kernel_of_group_[static_cast<size_t>(group)];
+    return kernel != nullptr ? std::string(kernel->target()) + " kernel " + kernel->name()
+                             : "runs through ATen";
+  };
   return graph::to_dot(program_->fusion.graph, options);
 }
 

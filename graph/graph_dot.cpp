@@ -70,7 +70,10 @@ std::string to_dot(const Graph& graph, const DotOptions& options) {
   }
   for (const auto& [group, members] : groups) {
     out += "  subgraph cluster_" + std::to_string(group) + " {\n";
-    out += "    label=\"group " + std::to_string(group) + "\"; style=dashed;\n";
+    std::string note = options.group_note ? options.group_note(group) : "";
+    out += "    label=\"" +
+           escape("group " + std::to_string(group) + (note.empty() ? "" : ": " + note)) +
+           "\"; style=dashed;\n";
     for (size_t position : members) out += "    n" + std::to_string(position) + ";\n";
     out += "  }\n";
   }

@@ -281,6 +281,7 @@ def test_dynvm_run_graphs_writes_graphviz_with_fused_clusters(tmp_path):
     assert "extern aten::mm" in text  # the matmul stays an ATen call
     if codegen_built():
         assert "subgraph cluster" in text  # the scaled softmax and relu: one fused group
+        assert ": cpu kernel fused_" in text  # the group says which target compiled it
     if shutil.which("dot"):
         assert dots[0].with_suffix(".svg").exists()
 

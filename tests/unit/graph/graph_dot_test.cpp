@@ -37,4 +37,7 @@ TEST_CASE("the Graphviz export labels ops with their output types and groups clu
         "  n1 -> out1 [label=\"%2\"];\n"
         "}\n");
   CHECK(to_dot(g).find("cluster") == std::string::npos);
+  options.group_note = [](int group) { return group == 4 ? "cuda kernel" : ""; };
+  CHECK(to_dot(g, options).find("    label=\"group 4: cuda kernel\"; style=dashed;\n") !=
+        std::string::npos);
 }

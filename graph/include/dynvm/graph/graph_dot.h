@@ -17,6 +17,8 @@ struct DotOptions {
   // Nodes for which this returns true are extern calls (run through ATen, not fused):
   // drawn filled in salmon, their label starting "extern".
   std::function<bool(const Node&)> is_extern;
+  // What a group's cluster says after "group N" (e.g. "cuda kernel"); none: nothing.
+  std::function<std::string(int group)> group_note;
 };
 
 // A `digraph` in the DOT language; deterministic for a given graph. Calls of fused groups
