@@ -22,13 +22,13 @@ Inductor's caches off. Results are compared with eager's (largest absolute diffe
 import os
 import sys
 import tempfile
-import time
 
 import torch
 import torch.nn.functional as F
 
 os.environ.setdefault("DYNVM_CACHE_DIR", tempfile.mkdtemp(prefix="dynvm-bench-cache-"))
 import dynvm  # noqa: E402
+from timing import cuda_cold_call, cuda_median_ms  # noqa: E402
 
 
 def gelu_tanh(x):
@@ -77,21 +77,7 @@ def workloads():
 
 
 def time_us(fn, args, loops=5, calls=100):
-    for _ in range(10):
-        fn(*args)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(loops):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn(*args)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0 / calls)
-    times.sort()
-    return times[len(times) // 2]
+    return cuda_median_ms(fn, args, loops=loops, calls=calls) * 1000.0
 
 
 def copy_bandwidth_gbs():
@@ -99,14 +85,6 @@ def copy_bandwidth_gbs():
     dst = torch.empty_like(src)
     us = time_us(lambda: dst.copy_(src), (), loops=5, calls=20)
     return 2 * src.numel() * 4 / (us * 1e-6) / 1e9
-
-
-def cold_call(fn, args):
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    out = fn(*args)
-    torch.cuda.synchronize()
-    return out, time.perf_counter() - start
 
 
 def main(argv):
@@ -128,13 +106,13 @@ def main(argv):
         for name, fn, args, nbytes in workloads():
             expected = fn(*args)
             dv = dynvm.compile(fn)
-            dv_out, dv_cold = cold_call(dv, args)
+            dv_out, dv_cold = cuda_cold_call(dv, args)
             diff = (dv_out - expected).abs().max().item()
             ind_cold = float("nan")
             if inductor:
                 torch._dynamo.reset()
                 ind = torch.compile(fn)
-                _, ind_cold = cold_call(ind, args)
+                _, ind_cold = cuda_cold_call(ind, args)
             eager_us = time_us(fn, args)
             dv_us = time_us(dv, args)
             ind_us = time_us(ind, args) if inductor else float("nan")

@@ -16,12 +16,12 @@ import os
 import pathlib
 import sys
 import tempfile
-import time
 
 import torch
 
 os.environ.setdefault("DYNVM_CACHE_DIR", tempfile.mkdtemp(prefix="dynvm-bench-cache-"))
 import dynvm  # noqa: E402
+from timing import cuda_cold_call, cuda_median_ms  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 from models import gpt2_block  # noqa: E402
@@ -50,28 +50,8 @@ WORKLOADS = {
 }
 
 
-def time_ms(fn, args, loops=5, calls=10):
-    for _ in range(3):
-        fn(*args)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(loops):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn(*args)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / calls)
-    return sorted(times)[len(times) // 2]
-
-
-def cold(fn, args):
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    out = fn(*args)
-    torch.cuda.synchronize()
-    return out, time.perf_counter() - start
+def time_ms(fn, args):
+    return cuda_median_ms(fn, args, loops=5, calls=10, warmup=3)
 
 
 def main(argv):
@@ -94,7 +74,7 @@ def main(argv):
             expected = model(*args)
             dynvm.reset()
             dv = dynvm.compile(model)
-            out, dv_cold = cold(dv, args)
+            out, dv_cold = cuda_cold_call(dv, args)
             kernels = dynvm.counters["kernels"]
             scale = max(expected.float().abs().max().item(), 1.0)
             rel = (out.float() - expected.float()).abs().max().item() / scale
@@ -102,7 +82,7 @@ def main(argv):
             if inductor:
                 torch._dynamo.reset()
                 ind = torch.compile(model)
-                _, ind_cold = cold(ind, args)
+                _, ind_cold = cuda_cold_call(ind, args)
             eager_ms = time_ms(model, args)
             dv_ms = time_ms(dv, args)
             if inductor:

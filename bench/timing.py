@@ -44,3 +44,36 @@ def take_rounds(argv, default):
         return default, argv
     at = argv.index("--rounds")
     return int(argv[at + 1]), argv[:at] + argv[at + 2:]
+
+
+def cuda_median_ms(fn, args, loops=5, calls=100, warmup=10):
+    """The median over `loops` CUDA-event timed loops of `calls` calls each, after
+    `warmup` calls, in milliseconds per call (the GPU's time, launches included)."""
+    import torch
+
+    for _ in range(warmup):
+        fn(*args)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(loops):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn(*args)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return sorted(times)[len(times) // 2]
+
+
+def cuda_cold_call(fn, args):
+    """(result, wall seconds) of one call, the GPU synchronized before and after: the
+    first call of a compiled function is its compile time plus one run."""
+    import torch
+
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    out = fn(*args)
+    torch.cuda.synchronize()
+    return out, time.perf_counter() - start

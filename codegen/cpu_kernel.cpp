@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "aten_dtype.h"
+#include "aten_layout.h"
 #include "dynvm/codegen/loop_pass_runner.h"
 #include "dynvm/codegen/lower_group.h"
 
@@ -84,16 +85,7 @@ void check_tensor(const at::Tensor& t, const graph::TensorMeta& meta, const std:
 }  // namespace
 
 bool CpuKernel::fits_cpu(const at::Tensor& t, const graph::TensorMeta& meta) {
-  if (!t.defined() || !t.device().is_cpu() || t.scalar_type() != to_scalar_type(meta.dtype) ||
-      t.dim() != static_cast<int64_t>(meta.dim())) {
-    return false;
-  }
-  for (size_t d = 0; d < meta.dim(); ++d) {
-    auto dim = static_cast<int64_t>(d);
-    if (t.size(dim) != meta.sizes[d]) return false;
-    if (meta.sizes[d] > 1 && t.stride(dim) != meta.strides[d]) return false;
-  }
-  return true;
+  return t.defined() && t.device().is_cpu() && has_layout(t, meta);
 }
 
 void CpuKernel::run_into(const std::vector<at::Tensor>& inputs,

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "aten_dtype.h"
+#include "aten_layout.h"
 #include "dynvm/codegen/cuda_libraries.h"
 #include "dynvm/codegen/kernel_disk_cache.h"
 #include "dynvm/codegen/loop_ir_printer.h"
@@ -116,17 +117,8 @@ Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& gr
 }
 
 bool CudaKernel::fits(const at::Tensor& t, const graph::TensorMeta& meta) const {
-  if (!t.defined() || !t.device().is_cuda() || t.device().index() != device_ ||
-      t.scalar_type() != to_scalar_type(meta.dtype) ||
-      t.dim() != static_cast<int64_t>(meta.dim())) {
-    return false;
-  }
-  for (size_t d = 0; d < meta.dim(); ++d) {
-    auto dim = static_cast<int64_t>(d);
-    if (t.size(dim) != meta.sizes[d]) return false;
-    if (meta.sizes[d] > 1 && t.stride(dim) != meta.strides[d]) return false;
-  }
-  return true;
+  return t.defined() && t.device().is_cuda() && t.device().index() == device_ &&
+         has_layout(t, meta);
 }
 
 std::vector<at::Tensor> CudaKernel::run(const std::vector<at::Tensor>& inputs) const {

@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace dynvm::codegen {
@@ -374,22 +375,11 @@ class Emitter {
       emit_flat(chain, "static_cast<" + idx_ + ">(blockIdx.x) * blockDim.x + threadIdx.x",
                 "static_cast<" + idx_ + ">(gridDim.x) * blockDim.x");
     } else {
-      std::vector<ValueId> vars;
-      std::vector<int64_t> extents;
-      for (const LoopStmt* level : chain) {
-        vars.push_back(level->vars[0]);
-        extents.push_back(level->extents[0]);
-      }
-      std::string row = "p" + std::to_string(vars.back());
+      std::string row = "p" + std::to_string(chain.back()->vars[0]);
       line("for (" + idx_ + " " + row + " = blockIdx.x; " + row + " < " +
            std::to_string(launch.iterations) + "; " + row + " += gridDim.x) {");
       ++indent_;
-      split_flat(row, vars, extents);
-      for (size_t l = 0; l + 1 < chain.size(); ++l) {
-        for (const auto& stmt : chain[l]->body) {
-          if (stmt->kind == LoopStmtKind::Instr) emit_instr(*stmt);
-        }
-      }
+      emit_chain_prologue(row, chain);
       plan_persistent_row(chain.back()->body);
       emit_block(chain.back()->body, Mode::Block);
       persistent_k_ = 0;
@@ -465,13 +455,8 @@ class Emitter {
   // the body (the loop variables split from the lane's flat index), contiguous stores as
   // one vector access each.
   void emit_vectorized(const std::vector<const LoopStmt*>& chain) {
-    std::vector<ValueId> vars;
-    std::vector<int64_t> extents;
-    for (const LoopStmt* level : chain) {
-      vars.push_back(level->vars[0]);
-      extents.push_back(level->extents[0]);
-    }
-    std::string f = "f" + std::to_string(vars.back());
+    ValueId innermost = chain.back()->vars[0];
+    std::string f = "f" + std::to_string(innermost);
     line("for (" + idx_ + " " + f + " = (static_cast<" + idx_ +
          ">(blockIdx.x) * blockDim.x + threadIdx.x) * " + std::to_string(kLanes) + "; " + f +
          " < " + std::to_string(launch_->iterations) + "; " + f + " += static_cast<" + idx_ +
@@ -506,14 +491,9 @@ class Emitter {
     line("#pragma unroll");
     line("for (int lane = 0; lane < " + std::to_string(kLanes) + "; ++lane) {");
     ++indent_;
-    std::string flat = "l" + std::to_string(vars.back());
+    std::string flat = "l" + std::to_string(innermost);
     line("const " + idx_ + " " + flat + " = " + f + " + lane;");
-    split_flat(flat, vars, extents);
-    for (size_t l = 0; l + 1 < chain.size(); ++l) {
-      for (const auto& stmt : chain[l]->body) {
-        if (stmt->kind == LoopStmtKind::Instr) emit_instr(*stmt);
-      }
-    }
+    emit_chain_prologue(flat, chain);
     emit_block(chain.back()->body, Mode::Thread);
     --indent_;
     line("}");
@@ -605,9 +585,8 @@ class Emitter {
       return loop;
     }
     std::vector<const LoopStmt*> chain = flat_chain(s);
+    std::tie(loop.vars, loop.extents) = chain_space(chain);
     for (const LoopStmt* level : chain) {
-      loop.vars.push_back(level->vars[0]);
-      loop.extents.push_back(level->extents[0]);
       for (const auto& stmt : level->body) {
         if (level == chain.back() || stmt->kind == LoopStmtKind::Instr)
           loop.stmts.push_back(stmt.get());
@@ -707,10 +686,12 @@ class Emitter {
   }
 
   // The loop `loop` spread over the block with each thread's elements in registers:
-  // element threadIdx.x + kk * blockDim.x for kk < persistent_k_. `body` emits the
-  // per-element statements.
+  // element threadIdx.x + kk * blockDim.x for kk < persistent_k_. `chain`: the loops a
+  // spread loop flattens (nullptr for a reduction); `body` emits the per-element
+  // statements.
   template <typename Body>
-  void emit_persistent_loop(const RowLoop& loop, Body body) {
+  void emit_persistent_loop(const RowLoop& loop, const std::vector<const LoopStmt*>* chain,
+                            Body body) {
     line("#pragma unroll");
     line("for (int kk = 0; kk < " + std::to_string(persistent_k_) + "; ++kk) {");
     ++indent_;
@@ -722,7 +703,11 @@ class Emitter {
       line("if (" + e + " < " + std::to_string(persistent_n_) + ") {");
       ++indent_;
     }
-    split_flat(e, loop.vars, loop.extents);
+    if (chain != nullptr) {
+      emit_chain_prologue(e, *chain);
+    } else {
+      split_flat(e, loop.vars, loop.extents);
+    }
     std::set<std::string> touched;
     in_persistent_loop_ = &touched;
     body();
@@ -978,6 +963,29 @@ class Emitter {
   }
 
   // Declares the variables of nested loops (outermost first) from flat index `flat`.
+  // The variables and extents of a chain of single-variable loops, outermost first.
+  static std::pair<std::vector<ValueId>, std::vector<int64_t>> chain_space(
+      const std::vector<const LoopStmt*>& chain) {
+    std::pair<std::vector<ValueId>, std::vector<int64_t>> space;
+    for (const LoopStmt* level : chain) {
+      space.first.push_back(level->vars[0]);
+      space.second.push_back(level->extents[0]);
+    }
+    return space;
+  }
+
+  // For flat index `flat` of `chain`: its loop variables, then the instructions of its
+  // outer levels (the innermost level's body is the caller's to emit).
+  void emit_chain_prologue(const std::string& flat, const std::vector<const LoopStmt*>& chain) {
+    auto [vars, extents] = chain_space(chain);
+    split_flat(flat, vars, extents);
+    for (size_t l = 0; l + 1 < chain.size(); ++l) {
+      for (const auto& stmt : chain[l]->body) {
+        if (stmt->kind == LoopStmtKind::Instr) emit_instr(*stmt);
+      }
+    }
+  }
+
   void split_flat(const std::string& flat, const std::vector<ValueId>& vars,
                   const std::vector<int64_t>& extents) {
     int64_t inner = 1;
@@ -993,24 +1001,13 @@ class Emitter {
   // The loop nest `chain` flattened into one index running from `start` by `step`.
   void emit_flat(const std::vector<const LoopStmt*>& chain, const std::string& start,
                  const std::string& step) {
-    std::vector<ValueId> vars;
-    std::vector<int64_t> extents;
     int64_t n = 1;
-    for (const LoopStmt* level : chain) {
-      vars.push_back(level->vars[0]);
-      extents.push_back(level->extents[0]);
-      n *= level->extents[0];
-    }
-    std::string flat = "f" + std::to_string(vars.back());
+    for (const LoopStmt* level : chain) n *= level->extents[0];
+    std::string flat = "f" + std::to_string(chain.back()->vars[0]);
     line("for (" + idx_ + " " + flat + " = " + start + "; " + flat + " < " + std::to_string(n) +
          "; " + flat + " += " + step + ") {");
     ++indent_;
-    split_flat(flat, vars, extents);
-    for (size_t l = 0; l + 1 < chain.size(); ++l) {
-      for (const auto& stmt : chain[l]->body) {
-        if (stmt->kind == LoopStmtKind::Instr) emit_instr(*stmt);
-      }
-    }
+    emit_chain_prologue(flat, chain);
     emit_block(chain.back()->body, Mode::Thread);
     --indent_;
     line("}");
@@ -1064,14 +1061,8 @@ class Emitter {
           line("}");
         } else if (mode == Mode::Block && persistent_k_ > 0) {
           std::vector<const LoopStmt*> chain = flat_chain(s);
-          emit_persistent_loop(row_loop(s), [&] {
-            for (size_t l = 0; l + 1 < chain.size(); ++l) {
-              for (const auto& stmt : chain[l]->body) {
-                if (stmt->kind == LoopStmtKind::Instr) emit_instr(*stmt);
-              }
-            }
-            emit_block(chain.back()->body, Mode::Thread);
-          });
+          emit_persistent_loop(row_loop(s), &chain,
+                               [&] { emit_block(chain.back()->body, Mode::Thread); });
           line("__syncthreads();");
         } else if (mode == Mode::Block) {
           emit_flat(flat_chain(s), "static_cast<" + idx_ + ">(threadIdx.x)",
@@ -1097,7 +1088,7 @@ class Emitter {
         int64_t n = 1;
         for (int64_t e : s.extents) n *= e;
         if (mode == Mode::Block && persistent_k_ > 0) {
-          emit_persistent_loop(row_loop(s), [&] {
+          emit_persistent_loop(row_loop(s), nullptr, [&] {
             emit_block(s.body, Mode::Thread);
             line(acc + " = " + combine(s.reduce, s.type, acc, name(s.yield)) + ";");
           });

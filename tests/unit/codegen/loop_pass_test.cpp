@@ -11,30 +11,13 @@
 #include "dynvm/codegen/loop_ir_parser.h"
 #include "dynvm/codegen/loop_ir_printer.h"
 #include "dynvm/codegen/loop_pass_runner.h"
+#include "text_sections.h"
 
 namespace dynvm::codegen {
 namespace {
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// The text between the line `header` and the next line starting with "# " (or the end).
-std::string section(const std::string& text, const std::string& header) {
-  size_t start = text.find(header + "\n");
-  if (start == std::string::npos) return "";
-  start += header.size() + 1;
-  size_t end = start;
-  while (end < text.size()) {
-    if (text.compare(end, 2, "# ") == 0) break;
-    size_t next = text.find('\n', end);
-    end = next == std::string::npos ? text.size() : next + 1;
-  }
-  return text.substr(start, end - start);
-}
+using dynvm::testing::read_file;
+using dynvm::testing::section;
 
 std::vector<std::string> split_names(const std::string& line) {
   std::vector<std::string> names;

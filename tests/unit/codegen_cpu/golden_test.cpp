@@ -14,30 +14,13 @@
 #include "dynvm/codegen/loop_pass_runner.h"
 #include "dynvm/codegen/lower_group.h"
 #include "dynvm/graph/graph_parser.h"
+#include "text_sections.h"
 
 namespace dynvm::codegen {
 namespace {
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// The text between the line `header` and the next line starting with "# " (or the end).
-std::string section(const std::string& text, const std::string& header) {
-  size_t start = text.find(header + "\n");
-  if (start == std::string::npos) return "";
-  start += header.size() + 1;
-  size_t end = start;
-  while (end < text.size()) {
-    if (text.compare(end, 2, "# ") == 0) break;
-    size_t next = text.find('\n', end);
-    end = next == std::string::npos ? text.size() : next + 1;
-  }
-  return text.substr(start, end - start);
-}
+using dynvm::testing::read_file;
+using dynvm::testing::section;
 
 TEST_CASE("CPU golden files in tests/data/codegen_cpu", "[codegen_cpu][golden]") {
   bool update = std::getenv("DYNVM_UPDATE_GOLDENS") != nullptr;

@@ -1,0 +1,20 @@
+#include "aten_layout.h"
+
+#include "aten_dtype.h"
+
+namespace dynvm::codegen {
+
+bool has_layout(const at::Tensor& t, const graph::TensorMeta& meta) {
+  if (!t.defined() || t.scalar_type() != to_scalar_type(meta.dtype) ||
+      t.dim() != static_cast<int64_t>(meta.dim())) {
+    return false;
+  }
+  for (size_t d = 0; d < meta.dim(); ++d) {
+    auto dim = static_cast<int64_t>(d);
+    if (t.size(dim) != meta.sizes[d]) return false;
+    if (meta.sizes[d] > 1 && t.stride(dim) != meta.strides[d]) return false;
+  }
+  return true;
+}
+
+}  // namespace dynvm::codegen
