@@ -8,7 +8,9 @@ import pathlib
 import re
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+# The tree to check: the repository, or the folder given as the only argument (tests).
+ROOT = pathlib.Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else \
+    pathlib.Path(__file__).resolve().parent.parent
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 PYTHON = ("Python.h", "internal/pycore_", "frameobject.h", "torch/csrc/")
@@ -38,7 +40,38 @@ RULES = [
 ]
 
 
+# Files inside codegen/ with narrower rules (glob patterns under codegen/ and its public
+# headers): the loop IR and the glue IR are the targets' common ground, and the CUDA
+# target is not LLVM's.
+CODEGEN_FILE_RULES = [
+    (("loop_ir*", "coalesce_loops*", "loop_pass_runner*", "lower_group*"), TORCH + LLVM + CUDA,
+     "the loop IR is target-neutral: no ATen, LLVM or CUDA"),
+    (("glue_ir*",), TORCH + LLVM + CUDA, "the glue IR is target-neutral: no ATen, LLVM or CUDA"),
+    (("lower_loops_to_cuda*",), TORCH + LLVM + CUDA,
+     "the CUDA lowering writes text: no ATen, LLVM or CUDA header"),
+    (("cuda_kernel*",), LLVM + CUDA,
+     "the CUDA target includes no LLVM, and reaches the driver through cuda_libraries.h"),
+    (("cuda_libraries*", "targets*"), LLVM + TORCH, "the targets' report loads neither torch nor LLVM"),
+]
+
+
+def codegen_file_violations():
+    roots = [ROOT / "codegen", ROOT / "codegen" / "include" / "dynvm" / "codegen"]
+    for patterns, forbidden, why in CODEGEN_FILE_RULES:
+        for root in roots:
+            for pattern in patterns:
+                for path in sorted(root.glob(pattern)):
+                    rel = path.relative_to(ROOT).as_posix()
+                    text = path.read_text(errors="replace")
+                    for match in INCLUDE.finditer(text):
+                        header = match.group(1)
+                        if any(header.startswith(f) or header == f.rstrip("/") for f in forbidden):
+                            line = text[: match.start()].count("\n") + 1
+                            yield "%s:%d: includes <%s>: %s" % (rel, line, header, why)
+
+
 def violations():
+    yield from codegen_file_violations()
     for directory, excluded, forbidden, why in RULES:
         for path in sorted((ROOT / directory).rglob("*")):
             if path.suffix not in (".h", ".cpp", ".inc", ".def"):
