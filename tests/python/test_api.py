@@ -171,6 +171,12 @@ def test_decorator_with_arguments(kwargs, backend, mode):
     assert triple(1) == 3
 
 
+def test_dynamic_true_raises_instead_of_being_ignored():
+    with pytest.raises(NotImplementedError, match=r"dynamic=True \(symbolic sizes\)"):
+        dynvm.compile(lambda x: x, dynamic=True)
+    assert dynvm.compile(lambda x: x, dynamic=False).options.dynamic is False
+
+
 @pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
 def test_modes_not_built_yet_raise_instead_of_being_ignored(mode):
     with pytest.raises(NotImplementedError, match=f"mode='{mode}'.*not implemented yet"):
@@ -424,12 +430,12 @@ def test_unknown_dynvm_logs_name_fails_at_import_listing_valid_names():
     assert result.returncode == 1
     assert (
         "ValueError: DYNVM_LOGS: unknown log name 'kernel'; "
-        "valid names: graph, guards, breaks, recompiles, kernels, glue, perf"
+        "valid names: graph, guards, breaks, recompiles, kernels, loops, glue, perf"
     ) in result.stderr
 
 
 def test_every_documented_log_name_is_valid():
-    names = "graph,guards,breaks,recompiles,kernels,perf"
+    names = "graph,guards,breaks,recompiles,kernels,loops,glue,perf"
     assert config.parse_logs(names) == frozenset(names.split(","))
     assert config.parse_logs("") == frozenset()
     with pytest.raises(ValueError, match="unknown log name 'all'"):

@@ -47,8 +47,16 @@ def _check_flag(value, name):
 
 
 def _check_dynamic(value):
+    """None and False compile each new size as its own variant (dynvm has no symbolic
+    sizes yet, so None cannot make a changing dimension symbolic); True, which asks for
+    symbolic sizes from the first trace, raises rather than be ignored."""
     if value is not None and not isinstance(value, bool):
         raise TypeError(f"dynamic must be None, True or False, got {value!r}")
+    if value is True:
+        raise NotImplementedError(
+            "dynvm: dynamic=True (symbolic sizes) is not implemented yet; every new size "
+            "is traced as its own variant (dynamic=None or False)"
+        )
     return value
 
 
