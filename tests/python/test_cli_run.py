@@ -309,7 +309,7 @@ def test_bad_dynvm_logs_stops_before_the_script_runs():
     assert result.returncode == 2
     assert result.stdout == ""
     assert "DYNVM_LOGS: unknown log name 'everything'" in result.stderr
-    assert "graph, guards, breaks, recompiles, kernels, glue, perf" in result.stderr
+    assert "graph, guards, breaks, recompiles, kernels, loops, glue, perf" in result.stderr
 
 
 def test_options_end_at_the_script():
