@@ -103,7 +103,7 @@ else()
 endif()
 
 # --- CUDA target: built from the headers of NVRTC and the driver API (cuda.h, nvrtc.h);
-# the libraries are loaded at run time (codegen/cuda_libraries.cpp), so that one build
+# the libraries are loaded at run time (codegen/cuda/cuda_libraries.cpp), so that one build
 # runs on machines with no driver or no GPU and reports why the target is not usable
 # there. The headers come from the toolkit or from the NVIDIA package that a CUDA build
 # of torch installs beside it (site-packages/nvidia/cu13), which also carries NVRTC.

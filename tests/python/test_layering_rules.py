@@ -22,11 +22,13 @@ def write(tree, path, include):
 
 
 @pytest.mark.parametrize("path, include, why", [
-    ("codegen/loop_ir_verify.cpp", "<ATen/ATen.h>", "the loop IR is target-neutral"),
+    ("codegen/loop_ir/loop_ir_verify.cpp", "<ATen/ATen.h>", "the loop IR is target-neutral"),
     ("codegen/include/dynvm/codegen/glue_ir.h", "<llvm/IR/Module.h>", "the glue IR"),
-    ("codegen/lower_loops_to_cuda.cpp", "<cuda.h>", "the CUDA lowering writes text"),
-    ("codegen/cuda_kernel.cpp", "<llvm/IR/Module.h>", "the CUDA target includes no LLVM"),
-    ("codegen/cuda_kernel.cpp", "<nvrtc.h>", "through cuda_libraries.h"),
+    ("codegen/cuda/lower_loops_to_cuda.cpp", "<ATen/ATen.h>", "the CUDA lowering writes text"),
+    ("codegen/cuda/cuda_kernel.cpp", "<llvm/IR/Module.h>", "LLVM belongs to the CPU target"),
+    ("codegen/cuda/cuda_kernel.cpp", "<nvrtc.h>", "cuda/cuda_libraries.cpp only"),
+    ("codegen/executor/compiled_graph.cpp", "<cuda.h>", "cuda/cuda_libraries.cpp only"),
+    ("codegen/targets/targets.cpp", "<ATen/ATen.h>", "loads neither torch nor LLVM"),
     ("graph/graph.cpp", "<Python.h>", "not Python"),
     ("vm/vm.cpp", '"dynvm/codegen/cpu_kernel.h"', "does not generate code"),
 ])
@@ -38,10 +40,11 @@ def test_a_forbidden_include_is_reported(tmp_path, path, include, why):
 
 
 def test_allowed_includes_pass(tmp_path):
-    write(tmp_path, "codegen/cuda_kernel.cpp", "<ATen/ATen.h>")
-    write(tmp_path, "codegen/cuda_libraries.cpp", "<cuda.h>")
-    write(tmp_path, "codegen/cpu_jit.cpp", "<llvm/IR/Module.h>")
-    write(tmp_path, "codegen/loop_ir.cpp", '"dynvm/graph/dtype.h"')
+    write(tmp_path, "codegen/cuda/cuda_kernel.cpp", "<ATen/ATen.h>")
+    write(tmp_path, "codegen/cuda/cuda_libraries.cpp", "<cuda.h>")
+    write(tmp_path, "codegen/cpu/cpu_jit.cpp", "<llvm/IR/Module.h>")
+    write(tmp_path, "codegen/glue/glue_jit.cpp", "<llvm/IR/Module.h>")
+    write(tmp_path, "codegen/loop_ir/loop_ir.cpp", '"dynvm/graph/dtype.h"')
     result = check(tmp_path)
     assert result.returncode == 0, result.stdout
     assert "0 violation(s)" in result.stdout

@@ -6,7 +6,7 @@
 
 #include <utility>
 
-#include "aten_plan.h"
+#include "executor/aten_plan.h"
 
 namespace dynvm::codegen::exec {
 

@@ -15,8 +15,8 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Target/TargetMachine.h>
 
-#include "host_jit.h"
-#include "lower_glue_to_llvm.h"
+#include "cpu/host_jit.h"
+#include "glue/lower_glue_to_llvm.h"
 #endif
 
 namespace dynvm::codegen {

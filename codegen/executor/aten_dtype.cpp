@@ -1,5 +1,5 @@
 // aten_dtype: graph::DType -> c10::ScalarType.
-#include "aten_dtype.h"
+#include "executor/aten_dtype.h"
 
 namespace dynvm::codegen {
 

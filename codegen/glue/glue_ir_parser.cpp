@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "glue_op_table.h"
+#include "glue/glue_op_table.h"
 
 namespace dynvm::codegen {
 

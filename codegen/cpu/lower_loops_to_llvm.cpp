@@ -3,7 +3,7 @@
 // accesses become vector loads and stores, stride 0 a scalar load, others gathers) and a
 // scalar remainder loop.
 #ifdef DYNVM_HAVE_LLVM  // the whole file: without LLVM the CPU target is absent
-#include "lower_loops_to_llvm.h"
+#include "cpu/lower_loops_to_llvm.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "llvm_fast_math.h"
+#include "cpu/llvm_fast_math.h"
 
 namespace dynvm::codegen {
 

@@ -2,7 +2,7 @@
 // step is a plain vector operation (no table lookups, no branches); special values are
 // patched with selects at the end.
 #ifdef DYNVM_HAVE_LLVM  // the whole file: without LLVM the CPU target is absent
-#include "llvm_fast_math.h"
+#include "cpu/llvm_fast_math.h"
 
 #include <llvm/IR/Intrinsics.h>
 

@@ -15,8 +15,8 @@
 #include <mutex>
 #include <utility>
 
-#include "aten_dtype.h"
-#include "aten_layout.h"
+#include "executor/aten_dtype.h"
+#include "executor/aten_layout.h"
 #include "dynvm/codegen/cuda_libraries.h"
 #include "dynvm/codegen/kernel_disk_cache.h"
 #include "dynvm/codegen/loop_ir_printer.h"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "glue_op_table.h"
+#include "glue/glue_op_table.h"
 
 namespace dynvm::codegen {
 

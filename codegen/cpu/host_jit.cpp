@@ -2,7 +2,7 @@
 // files are loaded into JITDylibs of their own, resolving libm and the process's symbols.
 #ifdef DYNVM_HAVE_LLVM
 
-#include "host_jit.h"
+#include "cpu/host_jit.h"
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>

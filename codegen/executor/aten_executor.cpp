@@ -22,8 +22,8 @@
 #include <string>
 #include <utility>
 
-#include "aten_dtype.h"
-#include "aten_plan.h"
+#include "executor/aten_dtype.h"
+#include "executor/aten_plan.h"
 #include "dynvm/graph/graph_printer.h"
 #include "dynvm/graph/memory_planning.h"
 #include "dynvm/graph/value_names.h"

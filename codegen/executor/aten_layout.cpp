@@ -1,6 +1,6 @@
-#include "aten_layout.h"
+#include "executor/aten_layout.h"
 
-#include "aten_dtype.h"
+#include "executor/aten_dtype.h"
 
 namespace dynvm::codegen {
 

@@ -23,8 +23,8 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Target/TargetMachine.h>
 
-#include "host_jit.h"
-#include "lower_loops_to_llvm.h"
+#include "cpu/host_jit.h"
+#include "cpu/lower_loops_to_llvm.h"
 #endif
 
 #ifndef DYNVM_CODEGEN_VERSION

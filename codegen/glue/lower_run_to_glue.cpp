@@ -9,8 +9,8 @@
 #include <string>
 #include <utility>
 
-#include "aten_dtype.h"
-#include "aten_plan.h"
+#include "executor/aten_dtype.h"
+#include "executor/aten_plan.h"
 #include "dynvm/codegen/cpu_kernel.h"
 #include "dynvm/codegen/glue_ir.h"
 #include "dynvm/codegen/run_glue.h"

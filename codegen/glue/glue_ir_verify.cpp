@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "glue_op_table.h"
+#include "glue/glue_op_table.h"
 
 namespace dynvm::codegen {
 

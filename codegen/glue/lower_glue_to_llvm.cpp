@@ -2,7 +2,7 @@
 // conditional branch to a shared exit block whose phi collects the failure code.
 #ifdef DYNVM_HAVE_LLVM
 
-#include "lower_glue_to_llvm.h"
+#include "glue/lower_glue_to_llvm.h"
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/MDBuilder.h>

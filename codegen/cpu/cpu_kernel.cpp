@@ -10,8 +10,8 @@
 #include <memory>
 #include <utility>
 
-#include "aten_dtype.h"
-#include "aten_layout.h"
+#include "executor/aten_dtype.h"
+#include "executor/aten_layout.h"
 #include "dynvm/codegen/loop_pass_runner.h"
 #include "dynvm/codegen/lower_group.h"
 
