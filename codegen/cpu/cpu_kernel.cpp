@@ -10,10 +10,10 @@
 #include <memory>
 #include <utility>
 
-#include "executor/aten_dtype.h"
-#include "executor/aten_layout.h"
 #include "dynvm/codegen/loop_pass_runner.h"
 #include "dynvm/codegen/lower_group.h"
+#include "executor/aten_dtype.h"
+#include "executor/aten_layout.h"
 
 namespace dynvm::codegen {
 

@@ -15,14 +15,14 @@
 #include <mutex>
 #include <utility>
 
-#include "executor/aten_dtype.h"
-#include "executor/aten_layout.h"
 #include "dynvm/codegen/cuda_libraries.h"
 #include "dynvm/codegen/kernel_disk_cache.h"
 #include "dynvm/codegen/loop_ir_printer.h"
 #include "dynvm/codegen/loop_pass_runner.h"
 #include "dynvm/codegen/lower_group.h"
 #include "dynvm/support/log_topics.h"
+#include "executor/aten_dtype.h"
+#include "executor/aten_layout.h"
 
 namespace dynvm::codegen {
 

@@ -22,11 +22,11 @@
 #include <string>
 #include <utility>
 
-#include "executor/aten_dtype.h"
-#include "executor/aten_plan.h"
 #include "dynvm/graph/graph_printer.h"
 #include "dynvm/graph/memory_planning.h"
 #include "dynvm/graph/value_names.h"
+#include "executor/aten_dtype.h"
+#include "executor/aten_plan.h"
 
 namespace dynvm::codegen {
 

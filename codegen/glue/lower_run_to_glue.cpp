@@ -9,11 +9,11 @@
 #include <string>
 #include <utility>
 
-#include "executor/aten_dtype.h"
-#include "executor/aten_plan.h"
 #include "dynvm/codegen/cpu_kernel.h"
 #include "dynvm/codegen/glue_ir.h"
 #include "dynvm/codegen/run_glue.h"
+#include "executor/aten_dtype.h"
+#include "executor/aten_plan.h"
 
 namespace dynvm::codegen {
 
