@@ -46,8 +46,6 @@ std::map<std::pair<std::string, int>, LoadedFunctions>& loaded_functions() {
 
 int64_t cuda_nvrtc_compilation_count() { return nvrtc_compilations.load(); }
 
-std::string CudaCompileOptions::default_cuda_cache_dir() { return default_kernel_cache_dir(); }
-
 Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& group, int device,
                                                           const std::string& name,
                                                           const CudaCompileOptions& options) {

@@ -107,13 +107,12 @@ __device__ __forceinline__ T dv_block_reduce(T v, Op op, T identity, T* shared) 
 }
 )";
 
-[[noreturn]] void unsupported(const std::string& message);
-
+// Thrown inside the lowering only; lower_loops_to_cuda turns it into an Error.
 struct Unsupported {
   std::string message;
 };
 
-void unsupported(const std::string& message) { throw Unsupported{message}; }
+[[noreturn]] void unsupported(const std::string& message) { throw Unsupported{message}; }
 
 bool is_float_type(DType t) {
   return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 || t == DType::Float64;

@@ -1,10 +1,12 @@
 // Helpers of the text-file tests (golden files): a file's text, and one of its sections.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace dynvm::testing {
 
@@ -27,6 +29,17 @@ inline std::string section(const std::string& text, const std::string& header) {
     end = next == std::string::npos ? text.size() : next + 1;
   }
   return text.substr(start, end - start);
+}
+
+// The `*.txt` files of tests/data/<folder>, sorted by name.
+inline std::vector<std::filesystem::path> text_files(const std::string& folder) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(DYNVM_TEST_DATA_DIR) + "/" + folder)) {
+    if (entry.path().extension() == ".txt") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 }  // namespace dynvm::testing

@@ -31,12 +31,7 @@ struct Golden {
 };
 
 std::vector<Golden> lower_goldens() {
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(DYNVM_TEST_DATA_DIR) + "/codegen_cuda")) {
-    if (entry.path().extension() == ".txt") files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
+  std::vector<std::filesystem::path> files = dynvm::testing::text_files("codegen_cuda");
   REQUIRE(files.size() >= 5);
   std::vector<Golden> goldens;
   for (const auto& file : files) {

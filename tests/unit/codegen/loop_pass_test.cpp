@@ -29,12 +29,7 @@ std::vector<std::string> split_names(const std::string& line) {
 
 TEST_CASE("loop passes on tests/data/loop_passes", "[codegen][loop_passes]") {
   bool update = std::getenv("DYNVM_UPDATE_GOLDENS") != nullptr;
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(DYNVM_TEST_DATA_DIR) + "/loop_passes")) {
-    if (entry.path().extension() == ".txt") files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
+  std::vector<std::filesystem::path> files = dynvm::testing::text_files("loop_passes");
   REQUIRE(files.size() >= 3);
   for (const auto& file : files) {
     INFO(file.string());

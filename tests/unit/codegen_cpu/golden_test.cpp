@@ -24,12 +24,7 @@ using dynvm::testing::section;
 
 TEST_CASE("CPU golden files in tests/data/codegen_cpu", "[codegen_cpu][golden]") {
   bool update = std::getenv("DYNVM_UPDATE_GOLDENS") != nullptr;
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(DYNVM_TEST_DATA_DIR) + "/codegen_cpu")) {
-    if (entry.path().extension() == ".txt") files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
+  std::vector<std::filesystem::path> files = dynvm::testing::text_files("codegen_cpu");
   REQUIRE(files.size() >= 3);
   for (const auto& file : files) {
     INFO(file.string());

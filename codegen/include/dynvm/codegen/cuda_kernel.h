@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dynvm/codegen/fused_kernel.h"
+#include "dynvm/codegen/kernel_disk_cache.h"
 #include "dynvm/codegen/lower_loops_to_cuda.h"
 #include "dynvm/graph/graph.h"
 #include "dynvm/support/expected.h"
@@ -16,8 +17,7 @@ namespace dynvm::codegen {
 
 struct CudaCompileOptions {
   // The disk cache of CUBINs (kernel_disk_cache.h); "" uses no disk cache.
-  std::string cache_dir = default_cuda_cache_dir();
-  static std::string default_cuda_cache_dir();
+  std::string cache_dir = default_kernel_cache_dir();
 };
 
 class CudaKernel final : public FusedKernel {
