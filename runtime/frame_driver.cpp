@@ -83,14 +83,15 @@ struct CodeCache {
   uint64_t epoch = 0;
   bool skip = false;  // nothing worth compiling: CPython runs it
   std::shared_ptr<const frontend::CodeInfo> info;
-  std::map<std::pair<std::string, int>, Segment> segments;  // (backend, start)
+  std::map<std::pair<std::string, int>, Segment> segments;  // (variant_key, start)
   int return_value_offset = -1;  // a RETURN_VALUE, used to return through CPython
   // Locals and stack entries whose number changed between calls, in any part of the
   // code: traced as opaque from then on (a loop counter read after every break).
   std::set<std::string> dynamic_sources;
-  // The segment at the frame's start for the backend used last: the hot path.
+  // The segment at the frame's start for the backend and mode used last: the hot path.
   Segment* entry_segment = nullptr;
   std::string entry_backend;
+  std::string entry_mode;
 };
 
 CodeCache* cache_for(PyObject* code, bool create) {
@@ -318,7 +319,8 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     cache.skip = true;  // plain Python: nothing to compile, and CPython is faster at it
     return nullptr;
   }
-  auto variant = Variant::build(std::move(trace), options.backend);
+  auto variant = Variant::build(std::move(trace), options.backend, options.mode,
+                                code_name(code) + " from " + location(*cache.info, start));
   if (!variant) {
     // The backend cannot run this graph: this part runs eagerly under these guards.
     ++counters().graph_breaks;
@@ -331,6 +333,18 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     return nullptr;
   }
   variants.insert(variants.begin(), std::move(variant).value());
+  std::string cuda_graph = variants[0]->cuda_graph_note();
+  if (!cuda_graph.empty()) {
+    if (t_explanation != nullptr) t_explanation->cuda_graphs.push_back(cuda_graph);
+    if (cuda_graph.starts_with("not ")) {
+      run_report().cuda_graphs.push_back(
+          {code_name(code) + " from " + location(*cache.info, start), cuda_graph});
+      if (log_enabled("cudagraphs")) {
+        std::fprintf(stderr, "dynvm: %s from %s: %s\n", code_name(code).c_str(),
+                     location(*cache.info, start).c_str(), cuda_graph.c_str());
+      }
+    }
+  }
   counters().kernels += static_cast<int64_t>(variants[0]->kernel_count());
   if (ops > 0) write_graph_files(code_name(code), location(*cache.info, start), *variants[0]);
   if (log_enabled("kernels") && options.backend == "dynvm" && ops > 0) {
@@ -437,13 +451,15 @@ PyObject* drive_frame(PyThreadState* ts, frame::Frame* f, const CompileOptions& 
   int start = 0;
   while (true) {
     Segment* segment_ptr;
-    if (start == 0 && cache->entry_segment != nullptr && cache->entry_backend == options.backend) {
+    if (start == 0 && cache->entry_segment != nullptr && cache->entry_backend == options.backend &&
+        cache->entry_mode == options.mode) {
       segment_ptr = cache->entry_segment;
     } else {
-      segment_ptr = &cache->segments[{options.backend, start}];
+      segment_ptr = &cache->segments[{options.variant_key(), start}];
       if (start == 0) {
         cache->entry_segment = segment_ptr;
         cache->entry_backend = options.backend;
+        cache->entry_mode = options.mode;
       }
     }
     Segment& segment = *segment_ptr;

@@ -11,6 +11,7 @@
 #include "dynvm/codegen/compiled_graph.h"
 #include "dynvm/codegen/run_glue.h"
 #include "dynvm/runtime/compiled_function.h"
+#include "dynvm/runtime/cuda_graph_replay.h"
 #include "dynvm/runtime/frame_hook.h"
 #include "dynvm/vm/source_resolver.h"
 
@@ -28,6 +29,11 @@ std::string Variant::to_dot(const std::string& name) const {
 }
 
 std::string Variant::why_not_fused() const { return executor_ ? executor_->why_not_fused() : ""; }
+
+std::string Variant::cuda_graph_note() const {
+  if (cuda_graph_) return cuda_graph_->note();
+  return cuda_graph_why_not_.empty() ? "" : "not a CUDA graph: " + cuda_graph_why_not_;
+}
 
 void Variant::compile_guards() const {
   checks_before_glue_ = -1;
@@ -53,7 +59,22 @@ bool Variant::guards_hold(const vm::FrameInputs& inputs, vm::GuardFailure* why,
   return vm::guards_hold(trace_.guards, inputs, why);
 }
 
-Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::string& backend) {
+namespace {
+
+// Whether a graph input is read where it lives under a CUDA graph: a module's parameter or
+// buffer, or a tensor the trace captured, whose address stays put between calls (a
+// recording is made again when it moves). Arguments are copied into static buffers.
+bool read_in_place(const vm::InputBinding& binding) {
+  if (!binding.source) return true;
+  using K = vm::Source::Kind;
+  return binding.source->kind() == K::ModuleParam || binding.source->kind() == K::ModuleBuffer;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::string& backend,
+                                                  const std::string& mode,
+                                                  const std::string& where) {
   std::unique_ptr<Variant> v(new Variant(std::move(trace)));
   const GuardGluePolicy& policy = guard_glue_policy();
   bool compiles = policy.enabled && v->trace_.guards.size() <= policy.max_guards;
@@ -73,7 +94,21 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
       v->glue_run_.captured.push_back(binding.source ? nullptr : binding.captured.get());
       bindable = bindable && (guarded >= 0 || (!binding.source && binding.captured));
     }
-    if (policy.run && bindable) {
+    if (mode == "reduce-overhead" && v->trace_.graph.num_nodes() > 0) {
+      v->cuda_graph_why_not_ = backend != "dynvm"
+                                   ? "backend '" + backend + "' runs the graph op by op"
+                                   : CudaGraphReplay::why_not(v->trace_.graph, *v->executor_);
+      if (v->cuda_graph_why_not_.empty()) {
+        std::vector<bool> in_place;
+        for (const vm::InputBinding& binding : v->trace_.inputs) {
+          in_place.push_back(read_in_place(binding));
+        }
+        v->cuda_graph_ =
+            std::make_unique<CudaGraphReplay>(v->executor_.get(), std::move(in_place), where);
+      }
+    }
+    // A CUDA graph's run goes through run_graph, not the guards' native function.
+    if (policy.run && bindable && !v->cuda_graph_) {
       v->glue_run_.graph = v->executor_.get();
       v->glue_run_.pack = packable(v->trace_) ? &v->trace_.output : nullptr;
     }
@@ -373,7 +408,7 @@ bool Variant::run_graph(const vm::FrameInputs& inputs, const GlueValues* checked
     }
   }
   try {
-    *outputs = executor_->run(tensors);
+    *outputs = cuda_graph_ ? cuda_graph_->run(tensors) : executor_->run(tensors);
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return false;

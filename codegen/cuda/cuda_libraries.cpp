@@ -40,6 +40,7 @@ struct DriverEntryPoints {
   decltype(&cuModuleLoadData) module_load = nullptr;
   decltype(&cuModuleGetFunction) module_function = nullptr;
   decltype(&cuLaunchKernel) launch = nullptr;
+  decltype(&cuMemcpyDtoDAsync) copy_async = nullptr;
 };
 
 struct Loaded {
@@ -135,7 +136,8 @@ void load_driver(CudaLibraries& r, DriverEntryPoints& e) {
       !resolve(library, "cuCtxSetCurrent", &e.ctx_set) ||
       !resolve(library, "cuModuleLoadData", &e.module_load) ||
       !resolve(library, "cuModuleGetFunction", &e.module_function) ||
-      !resolve(library, "cuLaunchKernel", &e.launch)) {
+      !resolve(library, "cuLaunchKernel", &e.launch) ||
+      !resolve(library, "cuMemcpyDtoDAsync_v2", &e.copy_async)) {
     r.why_not_driver = "the CUDA driver lacks an entry point dynvm uses (" + last_dlerror() + ")";
     return;
   }
@@ -258,6 +260,16 @@ Expected<const Loaded*> usable_driver() {
   return &l;
 }
 
+// The driver's entry points with the primary context of `device` current, for a call
+// that queues work on a stream.
+Expected<const DriverEntryPoints*> driver_on(int device) {
+  auto l = usable_driver();
+  if (!l) return l.error();
+  auto context = current_context(**l, device);
+  if (!context) return context.error();
+  return &(*l)->driver;
+}
+
 }  // namespace
 
 Expected<std::string> nvrtc_compile_to_ptx(const std::string& source, const std::string& name,
@@ -310,15 +322,24 @@ Expected<void*> cuda_load_function(int device, const std::string& image, const s
 
 std::string cuda_launch(int device, void* function, int64_t grid, int block, void* stream,
                         void** args) {
-  auto l = usable_driver();
-  if (!l) return l.error().message;
-  auto context = current_context(**l, device);
-  if (!context) return context.error().message;
-  const DriverEntryPoints& e = (*l)->driver;
+  auto driver = driver_on(device);
+  if (!driver) return driver.error().message;
+  const DriverEntryPoints& e = **driver;
   CUresult status =
       e.launch(static_cast<CUfunction>(function), static_cast<unsigned>(grid), 1, 1,
                static_cast<unsigned>(block), 1, 1, 0, static_cast<CUstream>(stream), args, nullptr);
   return status == CUDA_SUCCESS ? "" : driver_error(e, status, "cuLaunchKernel");
+}
+
+std::string cuda_copy_async(int device, void* destination, const void* source, size_t bytes,
+                            void* stream) {
+  auto driver = driver_on(device);
+  if (!driver) return driver.error().message;
+  const DriverEntryPoints& e = **driver;
+  CUresult status =
+      e.copy_async(reinterpret_cast<CUdeviceptr>(destination),
+                   reinterpret_cast<CUdeviceptr>(source), bytes, static_cast<CUstream>(stream));
+  return status == CUDA_SUCCESS ? "" : driver_error(e, status, "cuMemcpyDtoDAsync");
 }
 
 #else  // no CUDA target in this build
@@ -352,6 +373,10 @@ Expected<void*> cuda_load_function(int, const std::string&, const std::string&) 
 }
 
 std::string cuda_launch(int, void*, int64_t, int, void*, void**) {
+  return "this build has no CUDA target";
+}
+
+std::string cuda_copy_async(int, void*, const void*, size_t, void*) {
   return "this build has no CUDA target";
 }
 

@@ -520,9 +520,10 @@ class Emitter {
   }
 
   // Whether the reductions of a row are worth a block each: they read memory contiguously
-  // along their innermost variable and are long enough to keep a warp busy. Otherwise
-  // (column sums, short rows) one thread folds a whole row, and adjacent threads read
-  // adjacent memory.
+  // along their innermost variable and fold at least 16 elements (a row of 32 in one
+  // thread was 20x slower: its loads are serial, and adjacent threads read 32 elements
+  // apart). Otherwise (column sums, tiny rows) one thread folds a whole row, and adjacent
+  // threads read adjacent memory.
   static bool rows_pay_per_block(const LoopBlock& row) {
     bool any = false;
     int64_t longest = 0;
@@ -535,7 +536,7 @@ class Emitter {
       if (!reads_contiguously(r->body, r->vars.back())) return false;
       any = true;
     }
-    return any && longest >= 64;
+    return any && longest >= 16;
   }
 
   // The reductions a row runs at block level: directly in it, or in loops around them.

@@ -254,8 +254,16 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
   return compiled;
 }
 
+std::vector<size_t> CompiledGraph::written_inputs() const {
+  return alias_fallback_ ? alias_fallback_->mutated_inputs : std::vector<size_t>{};
+}
+
+bool CompiledGraph::runs_op_by_op(const std::vector<at::Tensor>& inputs) const {
+  return alias_fallback_ && inputs_overlap(inputs, alias_fallback_->mutated_inputs);
+}
+
 std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs) const {
-  if (alias_fallback_ && inputs_overlap(inputs, alias_fallback_->mutated_inputs)) {
+  if (runs_op_by_op(inputs)) {
     return op_by_op_->run(inputs);
   }
   return executor_->run(inputs);

@@ -15,16 +15,18 @@ struct CompiledFunctionObject {
 };
 
 PyObject* compiled_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* kKeywords[] = {"function", "backend", "fullgraph", "cache_size_limit",
-                                    nullptr};
+  static const char* kKeywords[] = {"function",         "backend", "fullgraph",
+                                    "cache_size_limit", "mode",    nullptr};
   PyObject* function = nullptr;
   const char* backend = "eager";
   int fullgraph = 0;
   int cache_size_limit = 8;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|spi", const_cast<char**>(kKeywords), &function,
-                                   &backend, &fullgraph, &cache_size_limit)) {
+  const char* mode = "default";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|spis", const_cast<char**>(kKeywords), &function,
+                                   &backend, &fullgraph, &cache_size_limit, &mode)) {
     return nullptr;
   }
+  if (!valid_mode(mode)) return nullptr;
   if (cache_size_limit < 1) {
     PyErr_SetString(PyExc_ValueError, "cache_size_limit must be at least 1");
     return nullptr;
@@ -37,6 +39,7 @@ PyObject* compiled_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   if (self == nullptr) return nullptr;
   CompileOptions options;
   options.backend = backend;
+  options.mode = mode;
   options.fullgraph = fullgraph != 0;
   options.cache_size_limit = cache_size_limit;
   self->impl = new (std::nothrow) CompiledFunction(function, options);
@@ -67,7 +70,8 @@ PyObject* string_list(const std::vector<std::string>& items) {
 }
 
 // explain(args, kwargs) -> dict(graphs=[str], ops_per_graph=[int], breaks=[(reason, file,
-// line)], guards=[str])
+// line)], guards=[str], cuda_graphs=[str]: under mode="reduce-overhead", per graph, whether it
+// replays as a CUDA graph or why not)
 PyObject* compiled_explain(PyObject* self, PyObject* args) {
   PyObject* call_args = nullptr;
   PyObject* call_kwargs = nullptr;
@@ -89,8 +93,9 @@ PyObject* compiled_explain(PyObject* self, PyObject* args) {
     PyList_Append(ops, item);
     Py_DECREF(item);
   }
-  return Py_BuildValue("{s:N,s:N,s:N,s:N}", "graphs", string_list(e.graphs), "ops_per_graph", ops,
-                       "breaks", breaks, "guards", string_list(e.guards));
+  return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N}", "graphs", string_list(e.graphs), "ops_per_graph",
+                       ops, "breaks", breaks, "guards", string_list(e.guards), "cuda_graphs",
+                       string_list(e.cuda_graphs));
 }
 
 PyMethodDef kCompiledMethods[] = {

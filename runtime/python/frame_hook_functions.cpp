@@ -45,8 +45,8 @@ PyObject* set_skip_prefixes(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-// enable_global(backend, fullgraph, cache_size_limit, include, exclude, skip): compile every
-// frame of user code in every thread (dynvm run), leaving frames in `skip` directories
+// enable_global(backend, fullgraph, cache_size_limit, include, exclude, skip[, mode]): compile
+// every frame of user code in every thread (dynvm run), leaving frames in `skip` directories
 // (installed packages) to CPython.
 PyObject* enable_global(PyObject*, PyObject* args) {
   const char* backend = nullptr;
@@ -55,11 +55,15 @@ PyObject* enable_global(PyObject*, PyObject* args) {
   PyObject* include = nullptr;
   PyObject* exclude = nullptr;
   PyObject* skip = nullptr;
-  if (!PyArg_ParseTuple(args, "spiOOO", &backend, &fullgraph, &limit, &include, &exclude, &skip)) {
+  const char* mode = "default";
+  if (!PyArg_ParseTuple(args, "spiOOO|s", &backend, &fullgraph, &limit, &include, &exclude, &skip,
+                        &mode)) {
     return nullptr;
   }
+  if (!valid_mode(mode)) return nullptr;
   CompileOptions options;
   options.backend = backend;
+  options.mode = mode;
   options.fullgraph = fullgraph != 0;
   options.cache_size_limit = limit;
   FrameFilter filter;
@@ -77,14 +81,15 @@ PyObject* disable_global(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
-// run_report() -> dict: what was compiled, where it broke, recompiles, time.
+// run_report() -> dict: what was compiled, where it broke, recompiles, CUDA graphs, time.
 PyObject* report(PyObject*, PyObject*) {
   const RunReport& r = run_report();
   PyObject* frames = PyList_New(0);
   PyObject* graphs = PyList_New(0);
   PyObject* breaks = PyList_New(0);
   PyObject* recompiles = PyList_New(0);
-  if (!frames || !graphs || !breaks || !recompiles) return nullptr;
+  PyObject* cuda_graphs = PyList_New(0);
+  if (!frames || !graphs || !breaks || !recompiles || !cuda_graphs) return nullptr;
   for (const std::string& f : r.frames_compiled) {
     PyObject* s = PyUnicode_FromString(f.c_str());
     PyList_Append(frames, s);
@@ -109,10 +114,15 @@ PyObject* report(PyObject*, PyObject*) {
     PyList_Append(recompiles, d);
     Py_DECREF(d);
   }
-  return Py_BuildValue("{s:N,s:N,s:N,s:N,s:L,s:d,s:d}", "frames_compiled", frames, "graphs", graphs,
-                       "breaks", breaks, "recompiles", recompiles, "cache_hits",
-                       static_cast<long long>(r.cache_hits), "trace_seconds", r.trace_ns * 1e-9,
-                       "run_seconds", r.run_ns * 1e-9);
+  for (const RunReport::CudaGraph& c : r.cuda_graphs) {
+    PyObject* d = Py_BuildValue("{s:s,s:s}", "graph", c.graph.c_str(), "note", c.note.c_str());
+    PyList_Append(cuda_graphs, d);
+    Py_DECREF(d);
+  }
+  return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:L,s:d,s:d}", "frames_compiled", frames, "graphs",
+                       graphs, "breaks", breaks, "recompiles", recompiles, "cuda_graphs",
+                       cuda_graphs, "cache_hits", static_cast<long long>(r.cache_hits),
+                       "trace_seconds", r.trace_ns * 1e-9, "run_seconds", r.run_ns * 1e-9);
 }
 
 // time_cached_variant(function, args, backend, iterations, run_iterations=iterations) -> dict of

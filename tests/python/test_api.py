@@ -177,14 +177,42 @@ def test_dynamic_true_raises_instead_of_being_ignored():
     assert dynvm.compile(lambda x: x, dynamic=False).options.dynamic is False
 
 
-@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
-def test_modes_not_built_yet_raise_instead_of_being_ignored(mode):
+def test_max_autotune_raises_instead_of_being_ignored():
+    mode = "max-autotune"
     with pytest.raises(NotImplementedError, match=f"mode='{mode}'.*not implemented yet"):
         dynvm.compile(lambda x: x, mode=mode)
     with pytest.raises(NotImplementedError, match=f"mode='{mode}'"):
         @dynvm.compile(mode=mode)
         def f(x):
             return x
+
+
+@pytest.mark.parametrize("backend", ["eager", "dynvm"])
+def test_reduce_overhead_on_cpu_tensors_runs_and_says_why_no_cuda_graph(backend):
+    # CUDA graphs are for CUDA tensors: a CPU graph runs as in mode="default", and explain
+    # says why it is not recorded.
+    import torch
+
+    if backend == "dynvm" and not codegen_built():
+        pytest.skip("this build has no CPU code generator")
+
+    def f(x, y):
+        return torch.relu(x * y + 1).sum(0)
+
+    x, y = torch.randn(4, 5), torch.randn(4, 5)
+    dynvm.reset()
+    compiled = dynvm.compile(f, backend=backend, mode="reduce-overhead")
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x, y), f(x, y))
+    report = dynvm.explain(compiled)(x, y)
+    assert len(report.cuda_graphs) == 1
+    if backend == "eager":
+        assert report.cuda_graphs[0] == "not a CUDA graph: backend 'eager' runs the graph op by op"
+    else:
+        assert report.cuda_graphs[0] == "not a CUDA graph: its tensors are not all on one CUDA device"
+    assert f"graph 0: {report.cuda_graphs[0]}" in str(report)
+    # mode="default" says nothing about CUDA graphs.
+    assert dynvm.explain(dynvm.compile(f, backend=backend))(x, y).cuda_graphs == []
 
 
 def test_compiled_method_binds_like_a_function():

@@ -250,6 +250,15 @@ def test_dynvm_run_compiles_user_frames_and_reports_them(tmp_path):
     assert ("main.py", 12) in breaks, report["graph_breaks"]  # float(tensor) in finish()
 
 
+def test_dynvm_run_reduce_overhead_reports_what_became_of_each_graph(tmp_path):
+    # CPU graphs are not recorded: the mode passes through to the runtime, which says why.
+    report = _run_report(tmp_path, "--mode", "reduce-overhead")
+    assert report["mode"] == "reduce-overhead"
+    notes = {(e["graph"].split(" ")[0], e["note"]) for e in report["cuda_graphs"]}
+    assert ("step", "not a CUDA graph: backend 'eager' runs the graph op by op") in notes, notes
+    assert _run_report(tmp_path)["cuda_graphs"] == []
+
+
 def test_dynvm_run_exclude_glob_leaves_a_file_to_cpython(tmp_path):
     report = _run_report(tmp_path, "--exclude", "*/mylib.py")
     functions = {g["function"].split(" ")[0] for g in report["graphs"]}

@@ -104,7 +104,7 @@ def _start_compiling(run):
     if run.graphs_dir:
         core.set_graphs_dir(run.graphs_dir)
     core.enable_global(backend, False, config.cache_size_limit(), run.include, run.exclude,
-                       _native.installed_package_directories())
+                       _native.installed_package_directories(), run.mode)
     global _effective_backend
     _effective_backend = backend
 

@@ -81,7 +81,8 @@ def explain(fn):
     The call runs (so that the parts after each graph break are traced from the values
     they really see), with every part traced afresh. The report is an ExplainOutput:
     graph_count, graph_break_count, break_reasons (each with reason, filename, lineno),
-    ops_per_graph and guards.
+    ops_per_graph, guards and, under mode="reduce-overhead", cuda_graphs (per graph: whether
+    it replays as a CUDA graph, or why not).
     """
     _check_callable(fn, "dynvm.explain")
 

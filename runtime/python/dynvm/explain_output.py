@@ -27,6 +27,8 @@ class ExplainOutput:
     break_reasons: list = dataclasses.field(default_factory=list)  # of BreakReason
     ops_per_graph: list = dataclasses.field(default_factory=list)  # of lists of op names
     guards: list = dataclasses.field(default_factory=list)  # of guard descriptions
+    # mode="reduce-overhead": per graph, whether it replays as a CUDA graph, or why not
+    cuda_graphs: list = dataclasses.field(default_factory=list)
     note: str = ""  # why the numbers are what they are, when that needs saying
 
     @classmethod
@@ -39,6 +41,7 @@ class ExplainOutput:
             break_reasons=[BreakReason(r, f, l) for r, f, l in native["breaks"]],
             ops_per_graph=ops,
             guards=list(native["guards"]),
+            cuda_graphs=list(native.get("cuda_graphs", [])),
         )
 
     def __str__(self):
@@ -50,6 +53,7 @@ class ExplainOutput:
         for index, ops in enumerate(self.ops_per_graph):
             lines.append(f"graph {index}: {len(ops)} ops: {', '.join(ops)}")
         lines += [f"guard: {guard}" for guard in self.guards]
+        lines += [f"graph {index}: {note}" for index, note in enumerate(self.cuda_graphs)]
         if self.note:
             lines.append(f"note: {self.note}")
         return "\n".join(lines)

@@ -49,6 +49,7 @@ def build(run, stats, time_running_s):
             "graphs": native["graphs"],
             "graph_breaks": native["breaks"],
             "recompiles": native["recompiles"],
+            "cuda_graphs": native["cuda_graphs"],
             "cache_hits": native["cache_hits"],
             "time_tracing_s": native["trace_seconds"],
             "time_running_graphs_s": native["run_seconds"],
@@ -97,6 +98,8 @@ def format_text(report):
             lines.append(f"  recompiled {event['function']}: {event['guard']}")
         else:
             lines.append(f"  recompiled at {_where(event)}: {event.get('reason', '')}")
+    for event in report.get("cuda_graphs", []):
+        lines.append(f"  CUDA graph of {event['graph']}: {event['note']}")
     lines.append(
         f"  time: {report['time_tracing_s']:.3f} s tracing, "
         f"{report['time_running_s']:.3f} s running"

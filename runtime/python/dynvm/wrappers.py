@@ -57,7 +57,7 @@ class CompiledFunction:
                 target = call
             self._native = _native.core().CompiledFunction(
                 target, self._options.backend, self._options.fullgraph,
-                config.cache_size_limit(),
+                config.cache_size_limit(), self._options.mode,
             )
         return self._native
 

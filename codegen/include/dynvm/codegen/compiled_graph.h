@@ -46,6 +46,15 @@ class CompiledGraph {
   // Same contract as AtenExecutor::run.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
 
+  // The graph went through the passes (functionalized, fused, planned): its only writes
+  // into inputs are those of written_inputs(). False when it runs op by op (why_not_fused).
+  bool runs_fused() const { return program_ != nullptr; }
+  // The inputs (by position) a fused graph writes back into; empty otherwise.
+  std::vector<size_t> written_inputs() const;
+  // Whether this call's written inputs share memory with other inputs, so that run()
+  // takes the op-by-op path for it.
+  bool runs_op_by_op(const std::vector<at::Tensor>& inputs) const;
+
   size_t kernel_count() const { return kernels_.size(); }  // groups running as kernels
   size_t group_count() const { return group_count_; }      // fused groups in all
   // Why the graph runs op by op under backend "dynvm" (empty when it is fused).

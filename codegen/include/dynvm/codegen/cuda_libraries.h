@@ -4,6 +4,7 @@
 // it instead of failing. Only this file's implementation includes cuda.h and nvrtc.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -53,5 +54,10 @@ Expected<void*> cuda_load_function(int device, const std::string& image, const s
 // Returns "" or what the driver said.
 std::string cuda_launch(int device, void* function, int64_t grid, int block, void* stream,
                         void** args);
+
+// Queues a copy of `bytes` bytes between two addresses of device `device`'s memory on
+// `stream` (cuMemcpyDtoDAsync). Returns "" or what the driver said.
+std::string cuda_copy_async(int device, void* destination, const void* source, size_t bytes,
+                            void* stream);
 
 }  // namespace dynvm::codegen

@@ -19,9 +19,17 @@ class Variant;
 
 struct CompileOptions {
   std::string backend = "eager";
+  std::string mode = "default";  // "default" or "reduce-overhead" (CUDA graphs)
   bool fullgraph = false;
   int cache_size_limit = 8;  // variants per function before it runs eagerly for good
+
+  // What variants are cached under: the backend, and the mode when it is not the default.
+  std::string variant_key() const { return mode == "default" ? backend : backend + " " + mode; }
 };
+
+// Whether the native runtime implements `mode` ("default", "reduce-overhead"); false with a
+// ValueError set otherwise.
+bool valid_mode(const char* mode);
 
 // Process-wide counters (dynvm.counters); reset() zeroes them and drops every variant.
 struct Counters {
@@ -50,6 +58,7 @@ struct Explanation {
   std::vector<size_t> ops_per_graph;
   std::vector<vm::GraphBreakInfo> breaks;
   std::vector<std::string> guards;
+  std::vector<std::string> cuda_graphs;  // mode="reduce-overhead": per graph, its note
 };
 
 class CompiledFunction {

@@ -40,7 +40,8 @@ class ExplainRecorder {
 bool code_is_skipped(PyObject* code);
 
 // For benchmarks: the cost of the pieces of a cache hit of `function` called with the
-// positional `args` (a tuple), whose variant for `backend` must already be cached and
+// positional `args` (a tuple), whose variant for `backend` (CompileOptions::variant_key:
+// "dynvm reduce-overhead" for that mode) must already be cached and
 // return without a break. Nanoseconds per iteration, averaged over `iterations` for the
 // guards and `run_iterations` for the graph (0: not timed); false
 // with a Python error set when there is no such variant.

@@ -27,10 +27,15 @@ struct RunReport {
     std::string function;
     std::string guard;  // the guard that failed
   };
+  struct CudaGraph {
+    std::string graph;  // "function (file:line)" of the graph
+    std::string note;   // what became of it under mode="reduce-overhead" (CudaGraphReplay)
+  };
   std::set<std::string> frames_compiled;  // "qualname (file:line)" of code with a graph
   std::vector<Graph> graphs;
   std::map<std::string, Break> breaks;  // by "file:line: reason"
   std::vector<Recompile> recompiles;
+  std::vector<CudaGraph> cuda_graphs;  // recordings made, and graphs that are not recorded
   int64_t cache_hits = 0;
   int64_t trace_ns = 0;  // time spent tracing
   int64_t run_ns = 0;    // time spent running compiled variants (graphs and rebuilds)

@@ -23,6 +23,8 @@ class CompiledGraph;
 
 namespace dynvm::runtime {
 
+class CudaGraphReplay;
+
 // The calling thread's autograd grad mode (ATen's, without going through Python).
 bool grad_mode_enabled();
 void set_grad_mode_enabled(bool enabled);
@@ -30,9 +32,13 @@ void set_grad_mode_enabled(bool enabled);
 class Variant {
  public:
   // Prepares the trace for execution (an Error when the backend cannot run its graph).
-  // `backend`: "eager" or "dynvm" (codegen::CompiledGraph).
+  // `backend`: "eager" or "dynvm" (codegen::CompiledGraph). `mode` "reduce-overhead"
+  // replays the graph as a CUDA graph where it can (cuda_graph_replay.h); `where` names
+  // the graph in what that reports.
   static Expected<std::unique_ptr<Variant>> build(vm::Trace trace,
-                                                  const std::string& backend = "eager");
+                                                  const std::string& backend = "eager",
+                                                  const std::string& mode = "default",
+                                                  const std::string& where = "");
   ~Variant();
 
   // GIL held. Whether the variant's guards hold for this call: through its compiled guards
@@ -76,6 +82,9 @@ class Variant {
   // Graphviz of the variant's graph as it runs (fused groups as clusters); "" when none.
   std::string to_dot(const std::string& name) const;
   std::string why_not_fused() const;
+  // Under mode="reduce-overhead": whether the graph replays as a CUDA graph, or why not
+  // (CudaGraphReplay::note); "" in other modes.
+  std::string cuda_graph_note() const;
   const vm::Trace& trace() const { return trace_; }
 
  private:
@@ -87,6 +96,9 @@ class Variant {
   void compile_guards() const;
   vm::Trace trace_;
   std::unique_ptr<codegen::CompiledGraph> executor_;
+  // mode="reduce-overhead": runs executor_ (mutable: it records on a later call).
+  mutable std::unique_ptr<CudaGraphReplay> cuda_graph_;
+  std::string cuda_graph_why_not_;  // why the graph is not a candidate at all
   // Compiled guards, made on the policy's check (a cache: set from const methods, GIL held).
   mutable std::unique_ptr<GuardGlue> glue_;
   mutable int checks_before_glue_ = 0;  // interpreter checks left before compiling; -1: never

@@ -1,0 +1,292 @@
+// CudaGraphReplay: recording a variant's run as a CUDA graph and replaying it. The
+// recording itself goes through torch.cuda.CUDAGraph (dynvm/_cuda_graphs.py), which owns
+// the private memory pool; this file decides what is recorded and moves tensors in and out.
+#include "dynvm/runtime/cuda_graph_replay.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <utility>
+
+#include "dynvm/codegen/compiled_graph.h"
+#include "dynvm/codegen/cuda_libraries.h"
+#include "dynvm/graph/graph.h"
+#include "dynvm/runtime/compiled_function.h"
+#include "dynvm/runtime/run_report.h"
+
+namespace dynvm::runtime {
+
+namespace {
+
+const c10::StorageImpl* storage_of(const at::Tensor& t) {
+  return t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
+}
+
+// dynvm._cuda_graphs.<name>, kept for the process.
+PyObject* helper(const char* name) {
+  PyRef module = PyRef::steal(PyImport_ImportModule("dynvm._cuda_graphs"));
+  if (!module) return nullptr;
+  return PyObject_GetAttrString(module.get(), name);
+}
+
+// The pending Python error as text (cleared), for an exception's message.
+std::string take_python_error() {
+  PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+  PyErr_Fetch(&type, &value, &tb);
+  PyRef text = PyRef::steal(value != nullptr ? PyObject_Str(value) : nullptr);
+  std::string out = text ? PyUnicode_AsUTF8(text.get()) : "unknown Python error";
+  PyErr_Clear();
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  return out;
+}
+
+// Copies `source` into `destination` on the current stream. Tensors of one layout, dense
+// without overlap, are one span of bytes each: one driver call copies them, a few
+// microseconds of host time less than ATen's copy_ (the copies around a replay are most
+// of its host time). Other layouts go through copy_.
+void copy_tensor(const at::Tensor& destination, const at::Tensor& source) {
+  if (destination.is_non_overlapping_and_dense() && source.is_non_overlapping_and_dense() &&
+      destination.dtype() == source.dtype() && destination.sizes() == source.sizes() &&
+      destination.strides() == source.strides() && destination.device() == source.device()) {
+    c10::DeviceIndex device = source.device().index();
+    void* stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)
+                       ->getStream({c10::DeviceType::CUDA, device})
+                       .native_handle();
+    std::string error = codegen::cuda_copy_async(device, destination.data_ptr(), source.data_ptr(),
+                                                 source.nbytes(), stream);
+    if (error.empty()) return;
+    throw std::runtime_error("dynvm: copying around a CUDA graph replay: " + error);
+  }
+  destination.copy_(source, /*non_blocking=*/true);
+}
+
+}  // namespace
+
+std::string CudaGraphReplay::why_not(const graph::Graph& graph,
+                                     const codegen::CompiledGraph& compiled) {
+  if (!compiled.runs_fused()) {
+    return "the graph runs op by op" + (compiled.why_not_fused().empty()
+                                            ? std::string()
+                                            : " (" + compiled.why_not_fused() + ")");
+  }
+  std::optional<graph::Device> device;
+  auto on_one_gpu = [&](const graph::Value* v) {
+    const graph::TensorMeta* meta = v->meta();
+    if (meta == nullptr) return true;  // not a tensor
+    if (meta->device.type != graph::DeviceType::Cuda) return false;
+    if (device && device->index != meta->device.index) return false;
+    device = meta->device;
+    return true;
+  };
+  bool ok = true;
+  for (const graph::Value* v : graph.inputs()) ok = ok && on_one_gpu(v);
+  for (const graph::Node* node : graph.nodes()) {
+    for (const graph::Value* v : node->outputs()) ok = ok && on_one_gpu(v);
+  }
+  if (!ok) return "its tensors are not all on one CUDA device";
+  if (!device) return "it has no CUDA tensor";
+  return "";
+}
+
+CudaGraphReplay::CudaGraphReplay(const codegen::CompiledGraph* graph, std::vector<bool> in_place,
+                                 std::string where)
+    : graph_(graph),
+      in_place_(std::move(in_place)),
+      written_(graph->written_inputs()),
+      where_(std::move(where)) {}
+
+CudaGraphReplay::~CudaGraphReplay() {
+  // Outputs and static buffers go before the graph that owns their pool.
+  outputs_.clear();
+  statics_.clear();
+}
+
+std::string CudaGraphReplay::note() const {
+  switch (state_) {
+    case State::Replaying:
+      return "replays as a CUDA graph";
+    case State::WarmingUp:
+      return "records a CUDA graph after " + std::to_string(warmups_left_) + " more call" +
+             (warmups_left_ == 1 ? "" : "s");
+    case State::Off:
+      break;
+  }
+  return "not a CUDA graph: " + why_off_;
+}
+
+void CudaGraphReplay::turn_off(std::string why) {
+  state_ = State::Off;
+  why_off_ = std::move(why);
+  outputs_.clear();
+  statics_.clear();
+  replay_method_ = PyRef();
+  cuda_graph_ = PyRef();
+  run_report().cuda_graphs.push_back({where_, note()});
+  if (log_enabled("cudagraphs"))
+    std::fprintf(stderr, "dynvm: %s: %s\n", where_.c_str(), note().c_str());
+}
+
+std::vector<at::Tensor> CudaGraphReplay::run(const std::vector<at::Tensor>& inputs) {
+  if (state_ == State::WarmingUp && warmups_left_ > 0) {
+    --warmups_left_;
+    return graph_->run(inputs);
+  }
+  if (state_ == State::Off || graph_->runs_op_by_op(inputs)) return graph_->run(inputs);
+  if (state_ == State::WarmingUp) {
+    if (!record(inputs)) return graph_->run(inputs);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (in_place_[i] && inputs[i].data_ptr() != recorded_addresses_[i]) {
+      // A parameter moved (its .data replaced): the recording reads the old address.
+      if (recordings_ >= kMaxRecordings) {
+        turn_off("module parameters or buffers moved " + std::to_string(recordings_) +
+                 " times after recording");
+        return graph_->run(inputs);
+      }
+      if (!record(inputs)) return graph_->run(inputs);
+      break;
+    }
+  }
+  return replay(inputs);
+}
+
+bool CudaGraphReplay::record(const std::vector<at::Tensor>& inputs) {
+  if (c10::GradMode::is_enabled()) {
+    for (const at::Tensor& t : inputs) {
+      if (t.requires_grad()) {
+        turn_off("autograd records the graph (an input requires grad)");
+        return false;
+      }
+    }
+  }
+  std::vector<at::Tensor> statics;
+  statics.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    if (in_place_[i]) {
+      statics.push_back(t);
+      continue;
+    }
+    if (!t.is_non_overlapping_and_dense()) {
+      turn_off("argument " + std::to_string(i) + " overlaps itself or has gaps (strides " +
+               c10::str(t.strides()) + ")");
+      return false;
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (!in_place_[j] && storage_of(inputs[j]) == storage_of(t)) {
+        turn_off("arguments " + std::to_string(j) + " and " + std::to_string(i) + " share memory");
+        return false;
+      }
+    }
+    at::Tensor copy = at::empty_strided(t.sizes(), t.strides(), t.options());
+    copy.copy_(t);
+    statics.push_back(std::move(copy));
+  }
+  static PyObject* begin = helper("begin");
+  static PyObject* end = helper("end");
+  if (begin == nullptr || end == nullptr) {
+    turn_off("dynvm._cuda_graphs is missing: " + take_python_error());
+    return false;
+  }
+  PyRef recording = PyRef::steal(PyObject_CallNoArgs(begin));
+  if (!recording) {
+    turn_off("cannot start recording: " + take_python_error());
+    return false;
+  }
+  std::vector<at::Tensor> outputs;
+  std::string failure;
+  try {
+    outputs = graph_->run(statics);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  PyRef ended = PyRef::steal(PyObject_CallFunctionObjArgs(
+      end, recording.get(), failure.empty() ? Py_False : Py_True, nullptr));
+  if (!ended && failure.empty()) failure = take_python_error();
+  PyErr_Clear();
+  if (!failure.empty()) {
+    turn_off("recording failed: " + failure);
+    return false;
+  }
+  // Outputs that are views of arguments would be views of the static buffers; two outputs
+  // sharing memory would stop sharing it once copied out.
+  std::vector<int> output_of_input(outputs.size(), -1);
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const c10::StorageImpl* storage = storage_of(outputs[o]);
+    for (size_t i = 0; i < statics.size(); ++i) {
+      if (storage == nullptr || storage != storage_of(statics[i])) continue;
+      if (!in_place_[i]) {
+        turn_off("output " + std::to_string(o) + " is a view of argument " + std::to_string(i));
+        return false;
+      }
+      output_of_input[o] = static_cast<int>(i);
+    }
+    for (size_t p = 0; p < o && output_of_input[o] < 0; ++p) {
+      if (storage != nullptr && output_of_input[p] < 0 && storage_of(outputs[p]) == storage) {
+        turn_off("outputs " + std::to_string(p) + " and " + std::to_string(o) + " share memory");
+        return false;
+      }
+    }
+  }
+  cuda_graph_ = PyRef::steal(PySequence_GetItem(recording.get(), 0));
+  replay_method_ =
+      cuda_graph_ ? PyRef::steal(PyObject_GetAttrString(cuda_graph_.get(), "replay")) : PyRef();
+  if (!replay_method_) {
+    turn_off("no replay(): " + take_python_error());
+    return false;
+  }
+  recorded_addresses_.clear();
+  for (const at::Tensor& t : statics) recorded_addresses_.push_back(t.data_ptr());
+  statics_ = std::move(statics);
+  outputs_ = std::move(outputs);
+  output_of_input_ = std::move(output_of_input);
+  state_ = State::Replaying;
+  ++recordings_;
+  run_report().cuda_graphs.push_back({where_, note()});
+  if (log_enabled("cudagraphs")) {
+    std::fprintf(stderr, "dynvm: %s: recorded a CUDA graph (%zu inputs, %zu copied per call)\n",
+                 where_.c_str(), inputs.size(),
+                 static_cast<size_t>(std::count(in_place_.begin(), in_place_.end(), false)));
+  }
+  return true;
+}
+
+std::vector<at::Tensor> CudaGraphReplay::replay(const std::vector<at::Tensor>& inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!in_place_[i] && inputs[i].data_ptr() != statics_[i].data_ptr()) {
+      copy_tensor(statics_[i], inputs[i]);
+    }
+  }
+  PyRef done = PyRef::steal(PyObject_CallNoArgs(replay_method_.get()));
+  if (!done) throw std::runtime_error("dynvm: CUDA graph replay failed: " + take_python_error());
+  for (size_t i : written_) {
+    if (!in_place_[i] && inputs[i].data_ptr() != statics_[i].data_ptr()) {
+      copy_tensor(inputs[i], statics_[i]);
+    }
+  }
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(outputs_.size());
+  for (size_t o = 0; o < outputs_.size(); ++o) {
+    const at::Tensor& out = outputs_[o];
+    if (!out.defined() || output_of_input_[o] >= 0) {
+      outputs.push_back(out.defined() ? out.alias() : out);
+      continue;
+    }
+    at::Tensor fresh = out.is_non_overlapping_and_dense()
+                           ? at::empty_strided(out.sizes(), out.strides(), out.options())
+                           : at::empty_like(out);
+    copy_tensor(fresh, out);
+    outputs.push_back(std::move(fresh));
+  }
+  return outputs;
+}
+
+}  // namespace dynvm::runtime
