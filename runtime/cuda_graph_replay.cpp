@@ -17,6 +17,7 @@
 #include "dynvm/codegen/compiled_graph.h"
 #include "dynvm/codegen/cuda_libraries.h"
 #include "dynvm/graph/graph.h"
+#include "dynvm/graph/op_properties.h"
 #include "dynvm/runtime/compiled_function.h"
 #include "dynvm/runtime/run_report.h"
 
@@ -48,6 +49,14 @@ std::string take_python_error() {
   return out;
 }
 
+// ATen's current stream on CUDA device `device` (a cudaStream_t).
+void* current_stream(int device) {
+  static const c10::impl::DeviceGuardImplInterface* cuda =
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+  return cuda->getStream({c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)})
+      .native_handle();
+}
+
 // Copies `source` into `destination` on the current stream. Tensors of one layout, dense
 // without overlap, are one span of bytes each: one driver call copies them, a few
 // microseconds of host time less than ATen's copy_ (the copies around a replay are most
@@ -56,12 +65,9 @@ void copy_tensor(const at::Tensor& destination, const at::Tensor& source) {
   if (destination.is_non_overlapping_and_dense() && source.is_non_overlapping_and_dense() &&
       destination.dtype() == source.dtype() && destination.sizes() == source.sizes() &&
       destination.strides() == source.strides() && destination.device() == source.device()) {
-    c10::DeviceIndex device = source.device().index();
-    void* stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)
-                       ->getStream({c10::DeviceType::CUDA, device})
-                       .native_handle();
+    int device = source.device().index();
     std::string error = codegen::cuda_copy_async(device, destination.data_ptr(), source.data_ptr(),
-                                                 source.nbytes(), stream);
+                                                 source.nbytes(), current_stream(device));
     if (error.empty()) return;
     throw std::runtime_error("dynvm: copying around a CUDA graph replay: " + error);
   }
@@ -96,12 +102,16 @@ std::string CudaGraphReplay::why_not(const graph::Graph& graph,
   return "";
 }
 
-CudaGraphReplay::CudaGraphReplay(const codegen::CompiledGraph* graph, std::vector<bool> in_place,
-                                 std::string where)
+CudaGraphReplay::CudaGraphReplay(const codegen::CompiledGraph* graph, const graph::Graph& captured,
+                                 std::vector<bool> in_place, std::string where)
     : graph_(graph),
       in_place_(std::move(in_place)),
       written_(graph->written_inputs()),
-      where_(std::move(where)) {}
+      where_(std::move(where)) {
+  for (const graph::Node* node : captured.nodes()) {
+    draws_random_ = draws_random_ || graph::op_properties(node->op()).random;
+  }
+}
 
 CudaGraphReplay::~CudaGraphReplay() {
   // Outputs and static buffers go before the graph that owns their pool.
@@ -128,6 +138,7 @@ void CudaGraphReplay::turn_off(std::string why) {
   outputs_.clear();
   statics_.clear();
   replay_method_ = PyRef();
+  graph_exec_ = nullptr;
   cuda_graph_ = PyRef();
   run_report().cuda_graphs.push_back({where_, note()});
   if (log_enabled("cudagraphs"))
@@ -243,6 +254,20 @@ bool CudaGraphReplay::record(const std::vector<at::Tensor>& inputs) {
     turn_off("no replay(): " + take_python_error());
     return false;
   }
+  graph_exec_ = nullptr;
+  if (!draws_random_) {
+    PyRef exec =
+        PyRef::steal(PyObject_CallMethod(cuda_graph_.get(), "raw_cuda_graph_exec", nullptr));
+    if (exec) graph_exec_ = PyLong_AsVoidPtr(exec.get());
+    if (!exec || PyErr_Occurred()) {
+      PyErr_Clear();  // an older torch: replay() serves
+      graph_exec_ = nullptr;
+    }
+  }
+  device_ = 0;
+  for (const at::Tensor& t : statics) {
+    if (t.defined() && t.is_cuda()) device_ = t.device().index();
+  }
   recorded_addresses_.clear();
   for (const at::Tensor& t : statics) recorded_addresses_.push_back(t.data_ptr());
   statics_ = std::move(statics);
@@ -265,8 +290,13 @@ std::vector<at::Tensor> CudaGraphReplay::replay(const std::vector<at::Tensor>& i
       copy_tensor(statics_[i], inputs[i]);
     }
   }
-  PyRef done = PyRef::steal(PyObject_CallNoArgs(replay_method_.get()));
-  if (!done) throw std::runtime_error("dynvm: CUDA graph replay failed: " + take_python_error());
+  if (graph_exec_ != nullptr) {
+    std::string error = codegen::cuda_graph_launch(device_, graph_exec_, current_stream(device_));
+    if (!error.empty()) throw std::runtime_error("dynvm: CUDA graph replay failed: " + error);
+  } else {
+    PyRef done = PyRef::steal(PyObject_CallNoArgs(replay_method_.get()));
+    if (!done) throw std::runtime_error("dynvm: CUDA graph replay failed: " + take_python_error());
+  }
   for (size_t i : written_) {
     if (!in_place_[i] && inputs[i].data_ptr() != statics_[i].data_ptr()) {
       copy_tensor(inputs[i], statics_[i]);

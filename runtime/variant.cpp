@@ -103,8 +103,8 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
         for (const vm::InputBinding& binding : v->trace_.inputs) {
           in_place.push_back(read_in_place(binding));
         }
-        v->cuda_graph_ =
-            std::make_unique<CudaGraphReplay>(v->executor_.get(), std::move(in_place), where);
+        v->cuda_graph_ = std::make_unique<CudaGraphReplay>(v->executor_.get(), v->trace_.graph,
+                                                           std::move(in_place), where);
       }
     }
     // A CUDA graph's run goes through run_graph, not the guards' native function.

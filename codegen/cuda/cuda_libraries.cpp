@@ -41,6 +41,7 @@ struct DriverEntryPoints {
   decltype(&cuModuleGetFunction) module_function = nullptr;
   decltype(&cuLaunchKernel) launch = nullptr;
   decltype(&cuMemcpyDtoDAsync) copy_async = nullptr;
+  decltype(&cuGraphLaunch) graph_launch = nullptr;
 };
 
 struct Loaded {
@@ -137,7 +138,8 @@ void load_driver(CudaLibraries& r, DriverEntryPoints& e) {
       !resolve(library, "cuModuleLoadData", &e.module_load) ||
       !resolve(library, "cuModuleGetFunction", &e.module_function) ||
       !resolve(library, "cuLaunchKernel", &e.launch) ||
-      !resolve(library, "cuMemcpyDtoDAsync_v2", &e.copy_async)) {
+      !resolve(library, "cuMemcpyDtoDAsync_v2", &e.copy_async) ||
+      !resolve(library, "cuGraphLaunch", &e.graph_launch)) {
     r.why_not_driver = "the CUDA driver lacks an entry point dynvm uses (" + last_dlerror() + ")";
     return;
   }
@@ -342,6 +344,15 @@ std::string cuda_copy_async(int device, void* destination, const void* source, s
   return status == CUDA_SUCCESS ? "" : driver_error(e, status, "cuMemcpyDtoDAsync");
 }
 
+std::string cuda_graph_launch(int device, void* graph_exec, void* stream) {
+  auto driver = driver_on(device);
+  if (!driver) return driver.error().message;
+  const DriverEntryPoints& e = **driver;
+  CUresult status =
+      e.graph_launch(static_cast<CUgraphExec>(graph_exec), static_cast<CUstream>(stream));
+  return status == CUDA_SUCCESS ? "" : driver_error(e, status, "cuGraphLaunch");
+}
+
 #else  // no CUDA target in this build
 
 const CudaLibraries& cuda_libraries() {
@@ -379,6 +390,8 @@ std::string cuda_launch(int, void*, int64_t, int, void*, void**) {
 std::string cuda_copy_async(int, void*, const void*, size_t, void*) {
   return "this build has no CUDA target";
 }
+
+std::string cuda_graph_launch(int, void*, void*) { return "this build has no CUDA target"; }
 
 #endif
 

@@ -4,11 +4,13 @@
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "dynvm/codegen/aten_executor.h"
@@ -179,6 +181,37 @@ Expected<std::unique_ptr<FusedKernel>> compile_group(const graph::Graph& group,
   return make_error("no code generator for the group's device");
 }
 
+using CompiledGroup = std::optional<Expected<std::unique_ptr<FusedKernel>>>;
+
+// Compiles the CUDA groups of `groups` on up to 8 threads (NVRTC is most of a cold
+// compile, and a ViT has dozens of groups); the others are left empty, for the caller to
+// compile in order (the CPU target's JIT is not shared across threads).
+std::vector<CompiledGroup> compile_cuda_groups(const std::vector<graph::Graph>& groups) {
+  std::vector<CompiledGroup> out(groups.size());
+  std::vector<size_t> cuda;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    std::optional<graph::Device> device = group_device(groups[i]);
+    if (device && device->type == graph::DeviceType::Cuda) cuda.push_back(i);
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k = next++; k < cuda.size(); k = next++) {
+      size_t i = cuda[k];
+      try {
+        out[i].emplace(compile_group(groups[i], "fused_" + std::to_string(i)));
+      } catch (const std::exception& e) {
+        out[i].emplace(make_error(std::string("compiling a CUDA kernel failed: ") + e.what()));
+      }
+    }
+  };
+  size_t workers = std::min<size_t>(cuda.size(), 8);
+  std::vector<std::thread> threads;
+  for (size_t w = 1; w < workers; ++w) threads.emplace_back(work);
+  if (workers > 0) work();
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph& graph,
@@ -207,9 +240,11 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
   std::vector<AtenExecutor::GroupRunner> runners;
   std::vector<AtenExecutor::GroupIntoRunner> into_runners;
   std::vector<const FusedKernel*> kernel_of_group;
+  std::vector<CompiledGroup> cuda_kernels = compile_cuda_groups(fusion.groups);
   for (size_t i = 0; i < fusion.groups.size(); ++i) {
     const graph::Graph& group = fusion.groups[i];
-    auto kernel = compile_group(group, "fused_" + std::to_string(i));
+    auto kernel = cuda_kernels[i] ? std::move(*cuda_kernels[i])
+                                  : compile_group(group, "fused_" + std::to_string(i));
     if (kernel) {
       std::shared_ptr<FusedKernel> k = std::move(kernel).value();
       compiled->kernels_.push_back(k);

@@ -60,4 +60,8 @@ std::string cuda_launch(int device, void* function, int64_t grid, int block, voi
 std::string cuda_copy_async(int device, void* destination, const void* source, size_t bytes,
                             void* stream);
 
+// Launches an instantiated CUDA graph (a CUgraphExec) on `stream`. Returns "" or what the
+// driver said.
+std::string cuda_graph_launch(int device, void* graph_exec, void* stream);
+
 }  // namespace dynvm::codegen

@@ -32,11 +32,12 @@ class CudaGraphReplay {
   // one CUDA device, it runs op by op), or "" when it may be.
   static std::string why_not(const graph::Graph& graph, const codegen::CompiledGraph& compiled);
 
-  // `in_place[i]`: graph input i is read where it lives (a module's parameter or buffer, a
-  // captured tensor), so the recording holds its address; other inputs are copied into
-  // static buffers. `where` names the graph in notes ("f (file.py:3)").
-  CudaGraphReplay(const codegen::CompiledGraph* graph, std::vector<bool> in_place,
-                  std::string where);
+  // `graph` runs `captured` (the graph as traced). `in_place[i]`: graph input i is read
+  // where it lives (a module's parameter or buffer, a captured tensor), so the recording
+  // holds its address; other inputs are copied into static buffers. `where` names the
+  // graph in notes ("f (file.py:3)").
+  CudaGraphReplay(const codegen::CompiledGraph* graph, const graph::Graph& captured,
+                  std::vector<bool> in_place, std::string where);
   ~CudaGraphReplay();
   CudaGraphReplay(const CudaGraphReplay&) = delete;
   CudaGraphReplay& operator=(const CudaGraphReplay&) = delete;
@@ -80,6 +81,12 @@ class CudaGraphReplay {
   std::vector<int> output_of_input_;  // per output: the in-place input it is a view of, or -1
   PyRef cuda_graph_;                  // torch.cuda.CUDAGraph
   PyRef replay_method_;               // its bound replay()
+  // Its instantiated graph (CUgraphExec), launched straight through the driver, or nullptr:
+  // replay() then goes through torch, which a graph drawing random numbers needs (it
+  // advances the generator's offsets around the launch).
+  void* graph_exec_ = nullptr;
+  bool draws_random_ = false;
+  int device_ = 0;
 };
 
 }  // namespace dynvm::runtime
