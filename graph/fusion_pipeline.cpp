@@ -11,7 +11,7 @@
 namespace dynvm::graph {
 
 std::vector<std::string> fusion_pipeline_passes() {
-  return {"functionalize", "decompose", "cse", "dce"};
+  return {"functionalize", "attention", "decompose", "cse", "dce"};
 }
 
 Expected<FusionProgram> lower_for_fusion(Graph graph, const PassRunOptions& options) {

@@ -16,6 +16,7 @@ enum OpFlag : uint8_t {
   kMayAlias = 1 << 4,
   kOutVariant = 1 << 5,
   kInPlace = 1 << 6,
+  kRunTimeLayout = 1 << 7,
 };
 
 // X(operator, flags). An entry without an overload covers every overload of that base
@@ -62,6 +63,10 @@ enum OpFlag : uint8_t {
   X("aten::rrelu_", kRandom)                                                           \
   X("aten::rrelu_with_noise_", kRandom)                                                \
   X("aten::rrelu_with_noise", kRandom | kMutates)                                      \
+  /* Attention: draws when dropout_p > 0 (the graph cannot tell from the name), and */ \
+  /* the kernel ATen picks at run time (flash, memory-efficient, math) decides the */  \
+  /* result's strides. */                                                               \
+  X("aten::scaled_dot_product_attention", kRandom | kRunTimeLayout)                    \
   /* Mutating without the naming rules showing it: running statistics, observers. */   \
   X("aten::batch_norm", kMutates)                                                      \
   X("aten::native_batch_norm", kMutates)                                               \
@@ -290,6 +295,7 @@ OpProperties op_properties(std::string_view op) {
   props.mutates = props.in_place || props.out_variant || (flags & kMutates) != 0;
   props.random = (flags & kRandom) != 0;
   props.effectful = (flags & kEffectful) != 0;
+  props.run_time_layout = (flags & kRunTimeLayout) != 0;
   if ((flags & kView) != 0) {
     props.alias = AliasKind::View;
   } else if ((flags & kMayAlias) != 0) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "dynvm/graph/attention_rewrite.h"
 #include "dynvm/graph/check.h"
 #include "dynvm/graph/common_subexpression_elimination.h"
 #include "dynvm/graph/dead_code_elimination.h"
@@ -22,6 +23,7 @@ namespace {
   X("dce", dead_code_elimination)            \
   X("cse", common_subexpression_elimination) \
   X("functionalize", functionalize)          \
+  X("attention", rewrite_attention)          \
   X("decompose", decompose)
 
 using PassFunction = void (*)(Graph&);

@@ -24,6 +24,7 @@
 
 #include "dynvm/graph/graph_printer.h"
 #include "dynvm/graph/memory_planning.h"
+#include "dynvm/graph/op_properties.h"
 #include "dynvm/graph/value_names.h"
 #include "executor/aten_dtype.h"
 #include "executor/aten_plan.h"
@@ -364,6 +365,18 @@ class PlanBuilder {
     step.op = std::move(op);
     step.fresh_results = memory_ != nullptr &&
                          graph::default_output_storage(*node_) == graph::OutputStorage::Planned;
+    // A result whose layout the kernel picks at run time, recorded row-major (the
+    // attention rewrite's): copied to row-major when the kernel gave another layout.
+    // Recorded otherwise (the user called the operator, the trace saw its layout), it is
+    // left as it comes.
+    if (graph::op_properties(node_->op()).run_time_layout) {
+      step.contiguous_results = true;
+      for (const graph::Value* out : node_->outputs()) {
+        const graph::TensorMeta* meta = out->meta();
+        step.contiguous_results =
+            step.contiguous_results && meta != nullptr && meta->has_row_major_strides();
+      }
+    }
     plan_->max_stack = std::max({plan_->max_stack, params.size(), schema.returns().size()});
     return true;
   }

@@ -66,6 +66,9 @@ struct Step {
   int32_t placements_begin = -1;
   // An operator whose results are fresh by the plan's rules: none may share the arena.
   bool fresh_results = false;
+  // The operator picks its result's layout when it runs (graph::OpProperties::
+  // run_time_layout) and the graph expects it row-major: another layout is copied.
+  bool contiguous_results = false;
 };
 
 // Where a fused-group output goes when its group runs into given tensors: a view of the

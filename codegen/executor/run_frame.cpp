@@ -1,9 +1,11 @@
 // One run of the eager backend's plan: the arena lease, and every kind of step as the
 // executor's loop and the glue run it.
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/TensorImpl.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "executor/aten_plan.h"
@@ -75,6 +77,19 @@ void unshare(c10::IValue& value, const c10::Storage& arena) {
       if (shares_storage(item, arena)) list.set(i, item.toTensor().clone());
     }
   }
+}
+
+// Replaces a tensor whose strides are not exactly row-major (size-1 dims included, which
+// is_contiguous() ignores) by a row-major copy.
+void make_row_major(c10::IValue& value) {
+  const at::Tensor& t = value.toTensor();
+  int64_t expected = 1;
+  bool row_major = true;
+  for (int64_t d = t.dim() - 1; d >= 0 && row_major; --d) {
+    row_major = t.stride(d) == expected;
+    expected *= std::max<int64_t>(t.size(d), 1);
+  }
+  if (!row_major) value = at::empty(t.sizes(), t.options()).copy_(t);
 }
 
 }  // namespace
@@ -174,6 +189,11 @@ void run_step(RunState& state, const Step& step) {
     }
   }
   step.op->callBoxed(&state.stack);
+  if (step.contiguous_results) {
+    for (c10::IValue& result : state.stack) {
+      if (result.isTensor()) make_row_major(result);
+    }
+  }
   if (step.fresh_results && state.arena) {
     for (c10::IValue& result : state.stack) unshare(result, state.arena->storage());
   }

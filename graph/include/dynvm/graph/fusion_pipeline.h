@@ -1,4 +1,4 @@
-// The graph half of compilation: functionalize → decompose → CSE → DCE → partition into
+// The graph half of compilation: functionalize → attention → decompose → CSE → DCE → partition into
 // fused groups → build the outer graph → plan its memory.
 #pragma once
 

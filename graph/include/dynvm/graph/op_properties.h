@@ -37,6 +37,9 @@ struct OpProperties {
   bool mutates = false;         // writes some input (in place, out variant, or known to)
   bool random = false;          // draws from the random number generator
   bool effectful = false;       // observable without its outputs (asserts, stream events)
+  // The result's strides depend on the kernel ATen picks when it runs, not only on the
+  // inputs' (scaled_dot_product_attention): executors deliver it in the traced layout.
+  bool run_time_layout = false;
   AliasKind alias = AliasKind::None;
 
   // Must run even when none of its outputs is used.
