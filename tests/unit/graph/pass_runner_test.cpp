@@ -46,7 +46,8 @@ class ScopedEnv {
 TEST_CASE("pass lists split on commas") {
   CHECK(split_pass_list("dce, cse,,dce ") == std::vector<std::string>{"dce", "cse", "dce"});
   CHECK(split_pass_list("").empty());
-  CHECK(known_passes() == std::vector<std::string>{"dce", "cse", "functionalize", "attention", "decompose"});
+  CHECK(known_passes() ==
+        std::vector<std::string>{"dce", "cse", "functionalize", "attention", "decompose"});
 }
 
 TEST_CASE("an unknown pass fails before anything runs") {
