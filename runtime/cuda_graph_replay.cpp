@@ -247,6 +247,7 @@ bool CudaGraphReplay::record(const std::vector<at::Tensor>& inputs) {
       }
     }
   }
+  outputs_.clear();  // a previous recording's outputs go before the graph owning their pool
   cuda_graph_ = PyRef::steal(PySequence_GetItem(recording.get(), 0));
   replay_method_ =
       cuda_graph_ ? PyRef::steal(PyObject_GetAttrString(cuda_graph_.get(), "replay")) : PyRef();
