@@ -1,12 +1,14 @@
 // The attention rewrite: hand-written attention matched backwards from its second bmm.
 #include "dynvm/graph/attention_rewrite.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "dynvm/graph/dead_code_elimination.h"
 #include "dynvm/graph/node_builder.h"
 
 namespace dynvm::graph {
@@ -79,6 +81,41 @@ Node* bmm_under_view(Value* v4, bool single) {
   return bmm;
 }
 
+// The bmm that made `v`: for 4-d attention a bmm viewed as [B, H, m, n], for 3-d the bmm
+// itself or under a view to the same sizes (matmul's). With `single`, `v` must have one
+// reader.
+Node* bmm_of(Value* v, size_t n, bool single) {
+  if (n == 4) return bmm_under_view(v, single);
+  if (rank(v, 3) == nullptr || (single && !single_use(v))) return nullptr;
+  Node* p = v->producer();
+  if (is_one_of(p, {"aten::view", "aten::_unsafe_view", "aten::reshape"})) {
+    Value* in = p->arg(0).as_value();
+    if (in->meta() == nullptr || in->meta()->sizes != v->meta()->sizes || !single_use(in)) {
+      return nullptr;
+    }
+    p = in->producer();
+  }
+  return is_one_of(p, {"aten::bmm"}) ? p : nullptr;
+}
+
+// A bmm operand's source with batch dims `batch`: for [B, H] what matmul flattened
+// (unflattened), for [B] the operand under matmul's no-op expand/reshape/clone, if any.
+Value* batched_operand(Value* flat, const std::vector<int64_t>& batch) {
+  if (batch.size() == 2) return unflattened(flat, batch[0], batch[1]);
+  Value* x = flat;
+  while (single_use(x) &&
+         is_one_of(x->producer(), {"aten::expand", "aten::view", "aten::_unsafe_view",
+                                   "aten::reshape", "aten::clone"})) {
+    Value* in = x->producer()->arg(0).as_value();
+    if (in->meta() == nullptr || x->meta() == nullptr || in->meta()->sizes != x->meta()->sizes) {
+      break;
+    }
+    x = in;
+  }
+  const TensorMeta* meta = rank(x, 3);
+  return meta != nullptr && meta->sizes[0] == batch[0] ? x : nullptr;
+}
+
 // A scalar argument as a double (a Python float or int in the graph).
 std::optional<double> scalar(const Argument& a) {
   if (a.kind() == Argument::Kind::Double) return a.as_double();
@@ -105,21 +142,24 @@ struct Match {
   double scale = 1.0;
 };
 
-// Matches the pattern ending in `out` ([B, H, S, Dv], the second bmm viewed as 4-d).
+// Matches the pattern ending in `out`: [B, H, S, Dv] (the second bmm viewed as 4-d) or
+// [B, S, Dv] (the second bmm itself).
 std::optional<Match> match(Value* out) {
-  Node* second = bmm_under_view(out, false);
-  const TensorMeta* out_meta = rank(out, 4);
-  if (second == nullptr || out_meta == nullptr) return std::nullopt;
-  int64_t batch = out_meta->sizes[0], heads = out_meta->sizes[1];
+  const TensorMeta* out_meta = out->meta();
+  if (out_meta == nullptr || (out_meta->dim() != 3 && out_meta->dim() != 4)) return std::nullopt;
+  const size_t n = out_meta->dim();
+  Node* second = bmm_of(out, n, false);
+  if (second == nullptr) return std::nullopt;
+  const std::vector<int64_t> batch(out_meta->sizes.begin(), out_meta->sizes.end() - 2);
   Match m;
-  Value* weights = unflattened(second->arg(0).as_value(), batch, heads);
-  m.v = unflattened(second->arg(1).as_value(), batch, heads);
+  Value* weights = batched_operand(second->arg(0).as_value(), batch);
+  m.v = batched_operand(second->arg(1).as_value(), batch);
   if (weights == nullptr || m.v == nullptr) return std::nullopt;
   // softmax over the last dim, in the input's dtype.
   Node* softmax = only_producer(weights, {"aten::_softmax", "aten::softmax.int"});
   if (softmax == nullptr) return std::nullopt;
   int64_t dim = softmax->arg(1).as_int();
-  if (dim != -1 && dim != 3) return std::nullopt;
+  if (dim != -1 && dim != static_cast<int64_t>(n) - 1) return std::nullopt;
   if (softmax->op() == "aten::_softmax" && softmax->arg(2).as_bool()) return std::nullopt;
   if (softmax->op() == "aten::softmax.int" && softmax->args().size() > 2 &&
       !softmax->arg(2).is_none()) {
@@ -161,32 +201,39 @@ std::optional<Match> match(Value* out) {
     m.scale = scale->op().starts_with("aten::mul") ? *c : 1.0 / *c;
     x = scale->arg(0).as_value();
   }
-  Node* first = bmm_under_view(x, true);
+  Node* first = bmm_of(x, n, true);
   if (first == nullptr) return std::nullopt;
-  m.q = unflattened(first->arg(0).as_value(), batch, heads);
-  Value* k_t = unflattened(first->arg(1).as_value(), batch, heads);
+  m.q = batched_operand(first->arg(0).as_value(), batch);
+  Value* k_t = batched_operand(first->arg(1).as_value(), batch);
   Node* transpose = k_t ? only_producer(k_t, {"aten::transpose.int"}) : nullptr;
   if (m.q == nullptr || transpose == nullptr) return std::nullopt;
+  const auto last = static_cast<int64_t>(n) - 1;
   int64_t d0 = transpose->arg(1).as_int(), d1 = transpose->arg(2).as_int();
-  d0 = d0 < 0 ? d0 + 4 : d0;
-  d1 = d1 < 0 ? d1 + 4 : d1;
-  if (!((d0 == 2 && d1 == 3) || (d0 == 3 && d1 == 2))) return std::nullopt;
+  d0 = d0 < 0 ? d0 + last + 1 : d0;
+  d1 = d1 < 0 ? d1 + last + 1 : d1;
+  if (std::min(d0, d1) != last - 1 || std::max(d0, d1) != last) return std::nullopt;
   m.k = transpose->arg(0).as_value();
-  // Shapes, dtypes and devices agree.
-  const TensorMeta* q = rank(m.q, 4);
-  const TensorMeta* k = rank(m.k, 4);
-  const TensorMeta* v = rank(m.v, 4);
+  // Shapes, dtypes and devices agree: q [..., S, D], k [..., S2, D], v [..., S2, Dv],
+  // out [..., S, Dv], `...` the batch dims.
+  const TensorMeta* q = rank(m.q, n);
+  const TensorMeta* k = rank(m.k, n);
+  const TensorMeta* v = rank(m.v, n);
   if (q == nullptr || k == nullptr || v == nullptr) return std::nullopt;
   if (!is_floating(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype ||
       out_meta->dtype != q->dtype || k->device != q->device || v->device != q->device) {
     return std::nullopt;
   }
-  if (k->sizes[0] != batch || v->sizes[0] != batch || k->sizes[1] != heads ||
-      v->sizes[1] != heads || k->sizes[3] != q->sizes[3] || v->sizes[2] != k->sizes[2] ||
-      out_meta->sizes[2] != q->sizes[2] || out_meta->sizes[3] != v->sizes[3]) {
+  auto batch_of = [&](const TensorMeta* t) {
+    return std::vector<int64_t>(t->sizes.begin(), t->sizes.end() - 2);
+  };
+  if (batch_of(q) != batch || batch_of(k) != batch || batch_of(v) != batch ||
+      k->sizes[last] != q->sizes[last] || v->sizes[last - 1] != k->sizes[last - 1] ||
+      out_meta->sizes[last - 1] != q->sizes[last - 1] || out_meta->sizes[last] != v->sizes[last]) {
     return std::nullopt;
   }
-  std::vector<int64_t> scores = {batch, heads, q->sizes[2], k->sizes[2]};
+  std::vector<int64_t> scores = batch;
+  scores.push_back(q->sizes[last - 1]);
+  scores.push_back(k->sizes[last - 1]);
   Value* mask = m.bool_mask_removed ? m.bool_mask_removed : m.additive_mask;
   if (mask != nullptr) {
     const TensorMeta* meta = mask->meta();
@@ -198,21 +245,14 @@ std::optional<Match> match(Value* out) {
   return m;
 }
 
-}  // namespace
-
-void rewrite_attention(Graph& graph) {
-  std::vector<Node*> candidates;
-  for (Node* node : graph.nodes()) {
-    if (is_one_of(node, {"aten::view", "aten::_unsafe_view", "aten::reshape"})) {
-      candidates.push_back(node);
-    }
-  }
-  for (Node* view : candidates) {
-    if (view->is_removed()) continue;
-    Value* out = view->output();
+// Rewrites every match ending at the output of one of `ends`.
+void rewrite_matches(Graph& graph, const std::vector<Node*>& ends) {
+  for (Node* end : ends) {
+    if (end->is_removed()) continue;
+    Value* out = end->output();
     std::optional<Match> m = match(out);
     if (!m) continue;
-    NodeBuilder builder(graph, view);
+    NodeBuilder builder(graph, end);
     Argument mask = Argument::none();
     if (m->bool_mask_removed != nullptr) {
       mask = Argument::value(builder.unary("aten::logical_not", m->bool_mask_removed));
@@ -226,6 +266,24 @@ void rewrite_attention(Graph& graph) {
                      {out->type()}, {KeywordArgument{"scale", Argument::real(m->scale)}});
     graph.replace_all_uses_with(out, attention->output());
   }
+}
+
+std::vector<Node*> nodes_of(Graph& graph, std::initializer_list<std::string_view> ops) {
+  std::vector<Node*> out;
+  for (Node* node : graph.nodes()) {
+    if (is_one_of(node, ops)) out.push_back(node);
+  }
+  return out;
+}
+
+}  // namespace
+
+void rewrite_attention(Graph& graph) {
+  // 4-d attention first; dce then drops the bmm calls it replaced, which would otherwise
+  // match as 3-d attention over the flattened heads.
+  rewrite_matches(graph, nodes_of(graph, {"aten::view", "aten::_unsafe_view", "aten::reshape"}));
+  dead_code_elimination(graph);
+  rewrite_matches(graph, nodes_of(graph, {"aten::bmm"}));
 }
 
 }  // namespace dynvm::graph

@@ -215,6 +215,18 @@ def test_reduce_overhead_on_cpu_tensors_runs_and_says_why_no_cuda_graph(backend)
     assert dynvm.explain(dynvm.compile(f, backend=backend))(x, y).cuda_graphs == []
 
 
+def test_dynvm_logs_cudagraphs_says_why_a_graph_is_not_recorded():
+    result = run_python(
+        "import torch, dynvm\n"
+        "f = dynvm.compile(lambda x: x * 2 + 1, backend='eager', mode='reduce-overhead')\n"
+        "print(f(torch.ones(3)).tolist())\n",
+        DYNVM_LOGS="cudagraphs",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[3.0, 3.0, 3.0]\n"
+    assert ": not a CUDA graph: backend 'eager' runs the graph op by op\n" in result.stderr
+
+
 def test_compiled_method_binds_like_a_function():
     class Scaler:
         @dynvm.compile(backend="eager")

@@ -42,6 +42,14 @@ def projected(x, w, mask):
     return y.transpose(1, 2).contiguous().view_as(x)
 
 
+def single_head_bmm(q, k, v):
+    return torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)) / 2.0, -1), v)
+
+
+def single_head_matmul(q, k, v, bias):
+    return (q @ k.transpose(-2, -1) * 0.3 + bias).softmax(-1) @ v
+
+
 def heads_attention(x, mask):
     # Heads as transposed views, the attention returned as it is: ATen's CPU flash kernel
     # gives it in a [B, S, H, D] layout, which the executor copies to the row-major
@@ -67,6 +75,9 @@ CASES = {
                     torch.tril(torch.ones(1, 1, 16, 16)))),
     "returned from transposed views": lambda: (
         heads_attention, (torch.randn(2, 16, 32), torch.tril(torch.ones(1, 1, 16, 16)))),
+    "3-d, torch.bmm": lambda: (single_head_bmm, tuple(t[0] for t in qkv(seq=5, seq_kv=7))),
+    "3-d, @ and an additive mask": lambda: (
+        single_head_matmul, (*(t[0] for t in qkv(seq=6)), torch.randn(6, 6))),
     "bfloat16": lambda: (causal, (*qkv(dtype=torch.bfloat16),
                                   torch.tril(torch.ones(1, 1, 16, 16)))),
 }
