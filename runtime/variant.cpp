@@ -1,5 +1,5 @@
-// Variant: running a captured graph on a call's tensors and rebuilding the result. The
-// one runtime file that includes ATen and torch's Python bindings.
+// Variant: running a captured graph on a call's tensors (through a CUDA graph under
+// mode="reduce-overhead") and rebuilding the result.
 #include "dynvm/runtime/variant.h"
 
 #include <c10/core/GradMode.h>
