@@ -245,8 +245,9 @@ std::optional<Match> match(Value* out) {
   return m;
 }
 
-// Rewrites every match ending at the output of one of `ends`.
-void rewrite_matches(Graph& graph, const std::vector<Node*>& ends) {
+// Rewrites every match ending at the output of one of `ends`; how many there were.
+size_t rewrite_matches(Graph& graph, const std::vector<Node*>& ends) {
+  size_t rewritten = 0;
   for (Node* end : ends) {
     if (end->is_removed()) continue;
     Value* out = end->output();
@@ -265,7 +266,9 @@ void rewrite_matches(Graph& graph, const std::vector<Node*>& ends) {
                       Argument::real(0.0), Argument::boolean(false)},
                      {out->type()}, {KeywordArgument{"scale", Argument::real(m->scale)}});
     graph.replace_all_uses_with(out, attention->output());
+    ++rewritten;
   }
+  return rewritten;
 }
 
 std::vector<Node*> nodes_of(Graph& graph, std::initializer_list<std::string_view> ops) {
@@ -281,8 +284,10 @@ std::vector<Node*> nodes_of(Graph& graph, std::initializer_list<std::string_view
 void rewrite_attention(Graph& graph) {
   // 4-d attention first; dce then drops the bmm calls it replaced, which would otherwise
   // match as 3-d attention over the flattened heads.
-  rewrite_matches(graph, nodes_of(graph, {"aten::view", "aten::_unsafe_view", "aten::reshape"}));
-  dead_code_elimination(graph);
+  if (rewrite_matches(graph,
+                      nodes_of(graph, {"aten::view", "aten::_unsafe_view", "aten::reshape"})) > 0) {
+    dead_code_elimination(graph);
+  }
   rewrite_matches(graph, nodes_of(graph, {"aten::bmm"}));
 }
 

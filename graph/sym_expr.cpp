@@ -105,12 +105,6 @@ int64_t SymExpr::constant_term() const {
   return it == terms_.end() ? 0 : it->second;
 }
 
-SymExpr SymExpr::without_constant() const {
-  SymExpr out = *this;
-  out.terms_.erase(Monomial{});
-  return out;
-}
-
 bool SymExpr::non_constant_coefficients_divisible_by(int64_t divisor) const {
   return std::all_of(terms_.begin(), terms_.end(), [&](const auto& term) {
     return term.first.empty() || term.second % divisor == 0;

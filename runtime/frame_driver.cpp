@@ -319,8 +319,8 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     cache.skip = true;  // plain Python: nothing to compile, and CPython is faster at it
     return nullptr;
   }
-  auto variant = Variant::build(std::move(trace), options.backend, options.mode,
-                                code_name(code) + " from " + location(*cache.info, start));
+  const std::string where = code_name(code) + " from " + location(*cache.info, start);
+  auto variant = Variant::build(std::move(trace), options.backend, options.mode, where);
   if (!variant) {
     // The backend cannot run this graph: this part runs eagerly under these guards.
     ++counters().graph_breaks;
@@ -337,11 +337,9 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
   if (!cuda_graph.empty()) {
     if (t_explanation != nullptr) t_explanation->cuda_graphs.push_back(cuda_graph);
     if (cuda_graph.starts_with("not ")) {
-      run_report().cuda_graphs.push_back(
-          {code_name(code) + " from " + location(*cache.info, start), cuda_graph});
+      run_report().cuda_graphs.push_back({where, cuda_graph});
       if (log_enabled("cudagraphs")) {
-        std::fprintf(stderr, "dynvm: %s from %s: %s\n", code_name(code).c_str(),
-                     location(*cache.info, start).c_str(), cuda_graph.c_str());
+        std::fprintf(stderr, "dynvm: %s: %s\n", where.c_str(), cuda_graph.c_str());
       }
     }
   }

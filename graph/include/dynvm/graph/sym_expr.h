@@ -77,9 +77,7 @@ class SymExpr {
 
   static SymExpr atom(Atom a);
   void add_term(const Monomial& monomial, int64_t coefficient);
-  // The constant term and the rest.
   int64_t constant_term() const;
-  SymExpr without_constant() const;
   // Whether every coefficient of the non-constant terms is a multiple of `divisor`.
   bool non_constant_coefficients_divisible_by(int64_t divisor) const;
   static std::string atom_text(const Atom& a);
