@@ -10,6 +10,7 @@
 
 #include "dynvm/graph/dead_code_elimination.h"
 #include "dynvm/graph/node_builder.h"
+#include "dynvm/graph/primitive_ops.h"
 
 namespace dynvm::graph {
 
@@ -35,6 +36,13 @@ const TensorMeta* rank(const Value* v, size_t n) {
 Node* only_producer(const Value* v, std::initializer_list<std::string_view> ops) {
   Node* node = v->producer();
   return is_one_of(node, ops) && single_use(v) ? node : nullptr;
+}
+
+// The producer of `v` when it is a dtype conversion alone (no change of device, layout or
+// memory format) and `v` has no other reader.
+Node* only_dtype_cast(const Value* v) {
+  Node* node = only_producer(v, {"aten::_to_copy"});
+  return node != nullptr && primitive_kind(*node) != PrimitiveKind::Extern ? node : nullptr;
 }
 
 // The 4-d value a 3-d bmm operand was flattened from, as matmul flattens batch dims:
@@ -155,17 +163,36 @@ std::optional<Match> match(Value* out) {
   Value* weights = batched_operand(second->arg(0).as_value(), batch);
   m.v = batched_operand(second->arg(1).as_value(), batch);
   if (weights == nullptr || m.v == nullptr) return std::nullopt;
-  // softmax over the last dim, in the input's dtype.
+  // Under autocast, or written as softmax(s.float()).to(q.dtype) or
+  // softmax(s, -1, dtype=torch.float32).to(q.dtype), the softmax of 16-bit scores runs in
+  // float32 and its result is cast back: what the fused kernel does inside.
+  Node* cast_back = only_dtype_cast(weights);
+  if (cast_back != nullptr) weights = cast_back->arg(0).as_value();
+  // softmax over the last dim.
   Node* softmax = only_producer(weights, {"aten::_softmax", "aten::softmax.int"});
   if (softmax == nullptr) return std::nullopt;
   int64_t dim = softmax->arg(1).as_int();
   if (dim != -1 && dim != static_cast<int64_t>(n) - 1) return std::nullopt;
   if (softmax->op() == "aten::_softmax" && softmax->arg(2).as_bool()) return std::nullopt;
-  if (softmax->op() == "aten::softmax.int" && softmax->args().size() > 2 &&
-      !softmax->arg(2).is_none()) {
+  bool softmax_casts = softmax->op() == "aten::softmax.int" && softmax->args().size() > 2 &&
+                       !softmax->arg(2).is_none();
+  if (softmax_casts && (cast_back == nullptr || softmax->arg(2).kind() != Argument::Kind::DType ||
+                        softmax->arg(2).as_dtype() != DType::Float32)) {
     return std::nullopt;
   }
   Value* x = softmax->arg(0).as_value();
+  if (cast_back != nullptr) {
+    // The float32 softmax reads 16-bit scores: cast up here, or by softmax's dtype.
+    if (weights->meta() == nullptr || weights->meta()->dtype != DType::Float32) return std::nullopt;
+    if (!softmax_casts) {
+      Node* cast_up = only_dtype_cast(x);
+      if (cast_up == nullptr) return std::nullopt;
+      x = cast_up->arg(0).as_value();
+    }
+    if (x->meta() == nullptr || x->meta()->dtype != cast_back->output()->meta()->dtype) {
+      return std::nullopt;
+    }
+  }
   // The mask.
   if (Node* fill = only_producer(x, {"aten::masked_fill.Scalar"}); fill != nullptr) {
     std::optional<double> value = scalar(fill->arg(2));

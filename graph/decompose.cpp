@@ -685,6 +685,16 @@ bool batch_norm_no_stats(Rewrite& r) {
   return batch_norm_training(r, *eps);
 }
 
+// cuDNN's (and MIOpen's) batch norm, which CUDA graphs record: native_batch_norm's
+// arguments ("epsilon" for eps) and a fourth output, the kernel's reserve space. Eval only.
+bool vendor_batch_norm(Rewrite& r) {
+  auto training = r.flag(5, "training", true);
+  auto eps = r.number(7, "epsilon", 1e-5);
+  if (!training || *training || !eps) return false;
+  return batch_norm_eval(r, r.tensor(0, "input"), r.tensor(1, "weight"), r.tensor(2, "bias"),
+                         r.tensor(3, "running_mean"), r.tensor(4, "running_var"), *eps);
+}
+
 bool batch_norm_no_training(Rewrite& r) {
   auto eps = r.number(6, "eps", 1e-5);
   if (!eps) return false;
@@ -1081,6 +1091,8 @@ using Decomposition = bool (*)(Rewrite&);
   X("aten::layer_norm", native_layer_norm)                                \
   X("aten::native_batch_norm", native_batch_norm)                         \
   X("aten::_native_batch_norm_legit_no_training", batch_norm_no_training) \
+  X("aten::cudnn_batch_norm", vendor_batch_norm)                          \
+  X("aten::miopen_batch_norm", vendor_batch_norm)                         \
   X("aten::_native_batch_norm_legit", native_batch_norm)                  \
   X("aten::_native_batch_norm_legit.no_stats", batch_norm_no_stats)       \
   X("aten::native_group_norm", native_group_norm)                         \
@@ -1152,8 +1164,8 @@ bool has_tensor_metadata(const Node& node) {
 
 // Whether a node writes a tensor before the trailing write-back block that
 // functionalization leaves (copies into graph inputs, views of their results), which
-// only writes inputs after everything else has read them. Eval-mode batch_norm writes
-// nothing; an opaque operator may write any tensor it is given.
+// only writes inputs after everything else has read them (node_may_write: eval-mode
+// batch_norm writes nothing; an opaque operator may write any tensor it is given).
 bool writes_tensors_before_write_back(const std::vector<Node*>& nodes) {
   size_t end = nodes.size();
   while (end > 0) {
@@ -1164,19 +1176,7 @@ bool writes_tensors_before_write_back(const std::vector<Node*>& nodes) {
     --end;
   }
   for (size_t i = 0; i < end; ++i) {
-    const Node* node = nodes[i];
-    OpProperties props = op_properties(node->op());
-    // batch_norm writes its running statistics in training, when it has them.
-    bool eval_batch_norm =
-        node->op() == "aten::native_batch_norm" && node->args().size() > 5 &&
-        ((node->arg(5).kind() == Argument::Kind::Bool && !node->arg(5).as_bool()) ||
-         (node->arg(3).is_none() && node->arg(4).is_none()));
-    bool reads_tensor = false;
-    node->for_each_input([&](const Value* v) {
-      reads_tensor =
-          reads_tensor || v->kind() == ValueKind::Tensor || v->kind() == ValueKind::TensorList;
-    });
-    if (props.known_namespace ? props.mutates && !eval_batch_norm : reads_tensor) return true;
+    if (node_may_write(*nodes[i])) return true;
   }
   return false;
 }

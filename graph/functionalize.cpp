@@ -80,27 +80,6 @@ std::optional<bool> aliases_input(const Node& node) {
   return std::nullopt;
 }
 
-// Whether `node` may write a tensor: mutating operators (batch_norm only in training)
-// and opaque operators given tensors.
-bool node_mutates(const Node& node) {
-  OpProperties props = op_properties(node.op());
-  if (!props.known_namespace) {
-    bool reads_tensor = false;
-    node.for_each_input([&](const Value* v) {
-      reads_tensor =
-          reads_tensor || v->kind() == ValueKind::Tensor || v->kind() == ValueKind::TensorList;
-    });
-    return reads_tensor;
-  }
-  if (node.op() == "aten::native_batch_norm" && node.args().size() > 5) {
-    // Writes the running statistics only in training, and only when given them.
-    bool training = node.arg(5).kind() != Argument::Kind::Bool || node.arg(5).as_bool();
-    bool has_stats = !node.arg(3).is_none() || !node.arg(4).is_none();
-    return training && has_stats;
-  }
-  return props.mutates;
-}
-
 // Batch norm in training with running statistics, which it updates in place:
 // aten::native_batch_norm(x, w, b, running_mean, running_var, True, momentum, eps), or
 // aten::_native_batch_norm_legit with the same arguments.
@@ -275,7 +254,7 @@ class Functionalizer {
       visit_training_batch_norm(node);
       return;
     }
-    if (node_mutates(node)) throw Unsupported{};
+    if (node_may_write(node)) throw Unsupported{};
     std::optional<bool> alias =
         props.alias == AliasKind::None ? std::optional<bool>(false) : aliases_input(node);
     if (!alias) throw Unsupported{};
@@ -566,7 +545,7 @@ class Functionalizer {
 
 void functionalize(Graph& graph) {
   bool mutates = false;
-  for (const Node* node : graph.nodes()) mutates = mutates || node_mutates(*node);
+  for (const Node* node : graph.nodes()) mutates = mutates || node_may_write(*node);
   if (!mutates) return;
   try {
     Graph functional = Functionalizer(graph).run();

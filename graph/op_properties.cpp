@@ -1,6 +1,9 @@
 // The operator table and the naming rules behind op_properties().
 #include "dynvm/graph/op_properties.h"
 
+#include "dynvm/graph/node.h"
+#include "dynvm/graph/value.h"
+
 #include <string>
 #include <unordered_map>
 
@@ -302,6 +305,28 @@ OpProperties op_properties(std::string_view op) {
     props.alias = AliasKind::MayAlias;
   }
   return props;
+}
+
+bool node_may_write(const Node& node) {
+  OpProperties props = op_properties(node.op());
+  if (!props.known_namespace) {
+    bool reads_tensor = false;
+    node.for_each_input([&](const Value* v) {
+      reads_tensor =
+          reads_tensor || v->kind() == ValueKind::Tensor || v->kind() == ValueKind::TensorList;
+    });
+    return reads_tensor;
+  }
+  // (input, weight, bias, running_mean, running_var, training, ...): the running
+  // statistics are written only in training, and only when given.
+  if ((node.op() == "aten::native_batch_norm" || node.op() == "aten::cudnn_batch_norm" ||
+       node.op() == "aten::miopen_batch_norm") &&
+      node.args().size() > 5) {
+    bool training = node.arg(5).kind() != Argument::Kind::Bool || node.arg(5).as_bool();
+    bool has_stats = !node.arg(3).is_none() || !node.arg(4).is_none();
+    return training && has_stats;
+  }
+  return props.mutates;
 }
 
 }  // namespace dynvm::graph

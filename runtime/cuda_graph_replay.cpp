@@ -106,6 +106,10 @@ CudaGraphReplay::CudaGraphReplay(const codegen::CompiledGraph* graph, const grap
                                  std::vector<bool> in_place, std::string where)
     : graph_(graph),
       in_place_(std::move(in_place)),
+      reads_in_place_(in_place_),
+      always_copy_(in_place_.size(), false),
+      warm_up_addresses_(in_place_.size(), nullptr),
+      warm_up_tensors_(in_place_.size(), nullptr),
       written_(graph->written_inputs()),
       where_(std::move(where)) {
   for (const graph::Node* node : captured.nodes()) {
@@ -148,23 +152,34 @@ void CudaGraphReplay::turn_off(std::string why) {
 std::vector<at::Tensor> CudaGraphReplay::run(const std::vector<at::Tensor>& inputs) {
   if (state_ == State::WarmingUp && warmups_left_ > 0) {
     --warmups_left_;
+    for (size_t i = 0; i < inputs.size() && i < warm_up_addresses_.size(); ++i) {
+      warm_up_addresses_[i] = inputs[i].defined() ? inputs[i].data_ptr() : nullptr;
+      warm_up_tensors_[i] = inputs[i].unsafeGetTensorImpl();
+    }
     return graph_->run(inputs);
   }
   if (state_ == State::Off || graph_->runs_op_by_op(inputs)) return graph_->run(inputs);
+  // First, so that an earlier result passed back in as an argument is seen at its new
+  // address.
+  release_held_outputs();
   if (state_ == State::WarmingUp) {
     if (!record(inputs)) return graph_->run(inputs);
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (in_place_[i] && inputs[i].data_ptr() != recorded_addresses_[i]) {
+    if (!reads_in_place_[i] || inputs[i].data_ptr() == recorded_addresses_[i]) continue;
+    if (!in_place_[i]) {
+      // An argument read where it lay has moved: copy it from now on.
+      always_copy_[i] = true;
+    } else if (recordings_ >= kMaxRecordings) {
       // A parameter moved (its .data replaced): the recording reads the old address.
-      if (recordings_ >= kMaxRecordings) {
-        turn_off("module parameters or buffers moved " + std::to_string(recordings_) +
-                 " times after recording");
-        return graph_->run(inputs);
-      }
-      if (!record(inputs)) return graph_->run(inputs);
-      break;
+      turn_off("module parameters or buffers moved " + std::to_string(recordings_) +
+               " times after recording");
+      return graph_->run(inputs);
+    } else {
+      ++recordings_;
     }
+    if (!record(inputs)) return graph_->run(inputs);
+    break;
   }
   return replay(inputs);
 }
@@ -178,11 +193,27 @@ bool CudaGraphReplay::record(const std::vector<at::Tensor>& inputs) {
       }
     }
   }
+  // An argument that is the warm-up call's tensor at the same address is read where it
+  // lies, unless it shares memory with another input or lies in this graph's pool (an
+  // earlier result still held).
+  std::vector<bool> reads_in_place = in_place_;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    if (in_place_[i] || always_copy_[i] || !t.defined() ||
+        t.unsafeGetTensorImpl() != warm_up_tensors_[i] || t.data_ptr() != warm_up_addresses_[i])
+      continue;
+    bool alone = true;
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      alone = alone && (j == i || storage_of(inputs[j]) != storage_of(t));
+    }
+    for (const at::Tensor& out : outputs_) alone = alone && storage_of(out) != storage_of(t);
+    reads_in_place[i] = alone;
+  }
   std::vector<at::Tensor> statics;
   statics.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
-    if (in_place_[i]) {
+    if (reads_in_place[i]) {
       statics.push_back(t);
       continue;
     }
@@ -192,7 +223,7 @@ bool CudaGraphReplay::record(const std::vector<at::Tensor>& inputs) {
       return false;
     }
     for (size_t j = 0; j < i; ++j) {
-      if (!in_place_[j] && storage_of(inputs[j]) == storage_of(t)) {
+      if (!reads_in_place[j] && storage_of(inputs[j]) == storage_of(t)) {
         turn_off("arguments " + std::to_string(j) + " and " + std::to_string(i) + " share memory");
         return false;
       }
@@ -234,7 +265,7 @@ bool CudaGraphReplay::record(const std::vector<at::Tensor>& inputs) {
     const c10::StorageImpl* storage = storage_of(outputs[o]);
     for (size_t i = 0; i < statics.size(); ++i) {
       if (storage == nullptr || storage != storage_of(statics[i])) continue;
-      if (!in_place_[i]) {
+      if (!reads_in_place[i]) {
         turn_off("output " + std::to_string(o) + " is a view of argument " + std::to_string(i));
         return false;
       }
@@ -247,7 +278,8 @@ bool CudaGraphReplay::record(const std::vector<at::Tensor>& inputs) {
       }
     }
   }
-  outputs_.clear();  // a previous recording's outputs go before the graph owning their pool
+  outputs_.clear();  // a previous recording's outputs (released in run()) go before the
+                     // graph owning their pool
   cuda_graph_ = PyRef::steal(PySequence_GetItem(recording.get(), 0));
   replay_method_ =
       cuda_graph_ ? PyRef::steal(PyObject_GetAttrString(cuda_graph_.get(), "replay")) : PyRef();
@@ -272,22 +304,24 @@ bool CudaGraphReplay::record(const std::vector<at::Tensor>& inputs) {
   recorded_addresses_.clear();
   for (const at::Tensor& t : statics) recorded_addresses_.push_back(t.data_ptr());
   statics_ = std::move(statics);
+  reads_in_place_ = std::move(reads_in_place);
   outputs_ = std::move(outputs);
   output_of_input_ = std::move(output_of_input);
+  if (state_ == State::WarmingUp) ++recordings_;
   state_ = State::Replaying;
-  ++recordings_;
   run_report().cuda_graphs.push_back({where_, note()});
   if (log_enabled("cudagraphs")) {
-    std::fprintf(stderr, "dynvm: %s: recorded a CUDA graph (%zu inputs, %zu copied per call)\n",
-                 where_.c_str(), inputs.size(),
-                 static_cast<size_t>(std::count(in_place_.begin(), in_place_.end(), false)));
+    std::fprintf(
+        stderr, "dynvm: %s: recorded a CUDA graph (%zu inputs, %zu copied per call)\n",
+        where_.c_str(), inputs.size(),
+        static_cast<size_t>(std::count(reads_in_place_.begin(), reads_in_place_.end(), false)));
   }
   return true;
 }
 
 std::vector<at::Tensor> CudaGraphReplay::replay(const std::vector<at::Tensor>& inputs) {
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!in_place_[i] && inputs[i].data_ptr() != statics_[i].data_ptr()) {
+    if (!reads_in_place_[i] && inputs[i].data_ptr() != statics_[i].data_ptr()) {
       copy_tensor(statics_[i], inputs[i]);
     }
   }
@@ -299,25 +333,41 @@ std::vector<at::Tensor> CudaGraphReplay::replay(const std::vector<at::Tensor>& i
     if (!done) throw std::runtime_error("dynvm: CUDA graph replay failed: " + take_python_error());
   }
   for (size_t i : written_) {
-    if (!in_place_[i] && inputs[i].data_ptr() != statics_[i].data_ptr()) {
+    if (!reads_in_place_[i] && inputs[i].data_ptr() != statics_[i].data_ptr()) {
       copy_tensor(inputs[i], statics_[i]);
     }
   }
+  // Each result shares the pool's storage; release_held_outputs moves what the caller
+  // still holds before the next replay writes there.
   std::vector<at::Tensor> outputs;
   outputs.reserve(outputs_.size());
-  for (size_t o = 0; o < outputs_.size(); ++o) {
-    const at::Tensor& out = outputs_[o];
-    if (!out.defined() || output_of_input_[o] >= 0) {
-      outputs.push_back(out.defined() ? out.alias() : out);
-      continue;
-    }
-    at::Tensor fresh = out.is_non_overlapping_and_dense()
-                           ? at::empty_strided(out.sizes(), out.strides(), out.options())
-                           : at::empty_like(out);
-    copy_tensor(fresh, out);
-    outputs.push_back(std::move(fresh));
-  }
+  for (const at::Tensor& out : outputs_) outputs.push_back(out.defined() ? out.alias() : out);
   return outputs;
+}
+
+void CudaGraphReplay::release_held_outputs() {
+  for (size_t o = 0; o < outputs_.size(); ++o) {
+    at::Tensor& out = outputs_[o];
+    if (!out.defined() || output_of_input_[o] >= 0 || !out.has_storage()) continue;
+    c10::StorageImpl* held = out.storage().unsafeGetStorageImpl();
+    if (out.storage().use_count() <= 1) continue;  // only ours: the caller dropped it
+    // The caller's tensors keep the StorageImpl and get a copy of its bytes; the pool's
+    // bytes go to a new storage of ours, where the graph writes next.
+    size_t bytes = held->nbytes();
+    at::Tensor fresh = at::empty({static_cast<int64_t>(bytes)}, out.options().dtype(at::kByte));
+    int device = out.device().index();
+    std::string error = codegen::cuda_copy_async(device, fresh.data_ptr(), held->data(), bytes,
+                                                 current_stream(device));
+    if (!error.empty()) throw std::runtime_error("dynvm: keeping a CUDA graph's result: " + error);
+    c10::DataPtr fresh_bytes =
+        fresh.storage().unsafeGetStorageImpl()->set_data_ptr(c10::DataPtr(nullptr, fresh.device()));
+    c10::DataPtr pool_bytes = held->set_data_ptr(std::move(fresh_bytes));
+    c10::Storage ours(c10::Storage::use_byte_size_t(), bytes, std::move(pool_bytes), nullptr,
+                      /*resizable=*/false);
+    at::Tensor moved = at::empty({0}, out.options());
+    moved.set_(ours, out.storage_offset(), out.sizes(), out.strides());
+    out = std::move(moved);
+  }
 }
 
 }  // namespace dynvm::runtime

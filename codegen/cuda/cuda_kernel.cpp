@@ -10,9 +10,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <utility>
 
 #include "dynvm/codegen/cuda_libraries.h"
@@ -31,8 +33,12 @@ namespace {
 std::atomic<int64_t> nvrtc_compilations{0};
 
 // Loaded functions by cache key and device: a kernel compiled twice in one process (the
-// same group in two variants) is loaded once.
+// same group in two variants, a ResNet's repeated blocks) is compiled and loaded once.
+// `compiling` holds the keys another thread is compiling now; `compiled` wakes the threads
+// that wait for one of them.
 std::mutex loaded_mutex;
+std::condition_variable compiled;
+std::set<std::pair<std::string, int>> compiling;
 struct LoadedFunctions {
   void* scalar = nullptr;
   void* vector = nullptr;
@@ -61,6 +67,12 @@ Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& gr
   kernel->kernel_ = std::move(*lowered);
   auto passes = run_loop_passes(kernel->kernel_, cuda_loop_passes());
   if (!passes) return passes.error();
+  // The function is named after its source, written once with a placeholder name: groups
+  // that differ only in their name in the graph get one source, so one NVRTC compile.
+  kernel->kernel_.name = "dv_kernel";
+  auto unnamed = lower_loops_to_cuda(kernel->kernel_);
+  if (!unnamed) return unnamed.error();
+  kernel->kernel_.name = "dv_" + content_hash(unnamed->source).substr(0, 12);
   auto source = lower_loops_to_cuda(kernel->kernel_);
   if (!source) return source.error();
   kernel->cuda_ = std::move(*source);
@@ -69,21 +81,38 @@ Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& gr
                                            " NVRTC " + std::to_string(libraries.nvrtc_major) + "." +
                                            std::to_string(libraries.nvrtc_minor));
   if (log_topic_enabled("kernels")) {
-    std::string text = "[dynvm kernels] " + name + " (" + key + ", " + architecture + ", " +
-                       describe(kernel->cuda_.launch) + ") loop IR:\n" + to_text(kernel->kernel_) +
-                       "[dynvm kernels] " + name + " CUDA source:\n" + kernel->cuda_.source;
+    std::string text = "[dynvm kernels] " + name + " = " + kernel->kernel_.name + " (" + key +
+                       ", " + architecture + ", " + describe(kernel->cuda_.launch) +
+                       ") loop IR:\n" + to_text(kernel->kernel_) + "[dynvm kernels] " + name +
+                       " CUDA source:\n" + kernel->cuda_.source;
     std::cerr << text;
   }
+  const std::pair<std::string, int> slot{key, device};
   {
-    std::lock_guard<std::mutex> lock(loaded_mutex);
-    auto found = loaded_functions().find({key, device});
+    std::unique_lock<std::mutex> lock(loaded_mutex);
+    compiled.wait(lock, [&] { return compiling.count(slot) == 0; });
+    auto found = loaded_functions().find(slot);
     if (found != loaded_functions().end()) {
       kernel->function_ = found->second.scalar;
       kernel->vector_function_ = found->second.vector;
       kernel->cache_hit_ = true;
+    } else {
+      compiling.insert(slot);
     }
   }
   if (kernel->function_ == nullptr) {
+    // Whatever happens below, the key is no longer being compiled; a failure leaves it
+    // unloaded, and a waiting thread compiles it again (and fails alike).
+    struct Done {
+      const std::pair<std::string, int>& slot;
+      ~Done() {
+        {
+          std::lock_guard<std::mutex> lock(loaded_mutex);
+          compiling.erase(slot);
+        }
+        compiled.notify_all();
+      }
+    } done{slot};
     std::optional<std::string> image;
     if (!options.cache_dir.empty()) image = load_cached_object(options.cache_dir, key);
     kernel->cache_hit_ = image.has_value();
@@ -105,7 +134,7 @@ Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& gr
       kernel->vector_function_ = *vector;
     }
     std::lock_guard<std::mutex> lock(loaded_mutex);
-    loaded_functions()[{key, device}] = {kernel->function_, kernel->vector_function_};
+    loaded_functions()[slot] = {kernel->function_, kernel->vector_function_};
   }
   for (const graph::Value* v : group.inputs()) kernel->inputs_.push_back(*v->meta());
   for (const graph::Value* v : group.outputs()) kernel->outputs_.push_back(*v->meta());

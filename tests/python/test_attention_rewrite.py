@@ -57,6 +57,18 @@ def heads_attention(x, mask):
     return causal(heads(x, 4), heads(x * 2, 4), heads(x - 1, 4), mask)
 
 
+def softmax_upcast(q, k, v, mask):
+    # softmax of 16-bit scores in float32, cast back: as autocast runs it on CUDA.
+    scores = (q @ k.transpose(-2, -1) * 0.125).masked_fill(mask == 0, float("-inf"))
+    return torch.softmax(scores.float(), -1).to(q.dtype) @ v
+
+
+def softmax_dtype_float32(q, k, v):
+    # The Hugging Face form: softmax(..., dtype=torch.float32).to(query.dtype).
+    scores = q @ k.transpose(-2, -1) / 8.0
+    return F.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype) @ v
+
+
 def qkv(batch=2, n_head=4, seq=16, dim=8, seq_kv=None, dtype=torch.float32):
     torch.manual_seed(0)
     seq_kv = seq if seq_kv is None else seq_kv
@@ -80,6 +92,9 @@ CASES = {
         single_head_matmul, (*(t[0] for t in qkv(seq=6)), torch.randn(6, 6))),
     "bfloat16": lambda: (causal, (*qkv(dtype=torch.bfloat16),
                                   torch.tril(torch.ones(1, 1, 16, 16)))),
+    "bfloat16, softmax in float32": lambda: (
+        softmax_upcast, (*qkv(dtype=torch.bfloat16), torch.tril(torch.ones(16, 16)))),
+    "float16, softmax(dtype=float32)": lambda: (softmax_dtype_float32, qkv(dtype=torch.float16)),
 }
 
 
@@ -92,7 +107,7 @@ def test_compiled_attention_equals_eager(name):
         expected = fn(*args)
         for _ in range(2):
             got = compiled(*args)
-            tol = 2e-2 if expected.dtype == torch.bfloat16 else 1e-5
+            tol = {torch.bfloat16: 2e-2, torch.float16: 2e-3}.get(expected.dtype, 1e-5)
             torch.testing.assert_close(got, expected, atol=tol, rtol=tol)
             assert got.dtype == expected.dtype
             assert got.stride() == expected.stride()  # row-major, whatever kernel ran
@@ -115,6 +130,26 @@ def test_the_rewrite_shows_in_the_graph_dump():
     assert "scale=0.35355" in after
     final = result.stderr.rsplit("after dce", 1)[1]
     assert "aten::bmm" not in final.split("# groups", 1)[0]
+
+
+@pytest.mark.parametrize("form", ["scores.float()", "dtype=torch.float32"])
+def test_a_float32_softmax_between_casts_is_rewritten(form):
+    softmax = ("torch.softmax(s.float(), -1)" if form == "scores.float()"
+               else "torch.softmax(s, -1, dtype=torch.float32)")
+    result = run_python(
+        "import torch, dynvm\n"
+        "def f(q, k, v):\n"
+        "    s = q @ k.transpose(-2, -1) * 0.125\n"
+        f"    return {softmax}.to(q.dtype) @ v\n"
+        "q = torch.randn(2, 4, 16, 8, dtype=torch.bfloat16)\n"
+        "with torch.no_grad():\n"
+        "    dynvm.compile(f)(q, q + 1, q - 1)\n",
+        DYNVM_LOGS="graph",
+    )
+    assert result.returncode == 0, result.stderr
+    after = result.stderr.split("after attention", 1)[1].split("before decompose", 1)[0]
+    assert "aten::scaled_dot_product_attention(%q, %" in after
+    assert "aten::_softmax" not in after and "aten::softmax" not in after
 
 
 def test_returned_weights_keep_the_explicit_form():

@@ -107,6 +107,16 @@ def test_var_mean_and_nan_propagation():
     compile_and_compare(f, x, atol=1e-4, rtol=1e-4)
 
 
+def test_eval_batch_norm_after_a_convolution_is_a_kernel():
+    # On CUDA the trace records cuDNN's batch norm (aten::cudnn_batch_norm); in eval mode
+    # it decomposes like native_batch_norm, so it becomes a fused kernel, not an ATen call.
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8)).cuda().eval()
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1, 1)
+        model[1].running_var.uniform_(0.5, 2)
+    compile_and_compare(model, randn(2, 3, 16, 16), atol=1e-4, rtol=1e-4)
+
+
 def test_integers_and_bools():
     def f(a, m, x):
         return torch.where(m, a, 7) * 3 - 1, m & (a > 0), x.to(torch.int8), (a % 5).sum(-1)
@@ -182,7 +192,10 @@ def test_vm_suite_model_on_cuda_matches_eager(name):
     model = spec.build().cuda()
     inputs = tuple(t.cuda() for t in spec.make_inputs(2, 0))
     dynvm.reset()
-    with torch.no_grad():
+    # Full float32 convolutions: TF32 (cuDNN's default) rounds a convolution's inputs to 10
+    # bits, so a last-bit difference upstream (a fused batch norm against cuDNN's) becomes
+    # a TF32-sized one, and 1e-4 would measure TF32 rather than dynvm.
+    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
         expected = model(*inputs)
         compiled = dynvm.compile(model)
         for _ in range(2):

@@ -52,4 +52,12 @@ struct OpProperties {
 
 OpProperties op_properties(std::string_view op);
 
+class Node;
+
+// Whether `node` may write a tensor it is given, from its name and arguments: an operator
+// that mutates by its properties, except batch norm (native, cuDNN, MIOpen) outside
+// training or without running statistics, which writes nothing; an opaque operator that
+// is given a tensor.
+bool node_may_write(const Node& node);
+
 }  // namespace dynvm::graph

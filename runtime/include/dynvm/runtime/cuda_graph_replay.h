@@ -1,9 +1,13 @@
 // CudaGraphReplay: mode="reduce-overhead". A variant's whole graph run is recorded once as
 // a CUDA graph (torch.cuda.CUDAGraph, in a private memory pool) after a warm-up run, and
-// later calls replay it: arguments are copied into the graph's static buffers (unless they
-// already are them), module parameters and buffers are read where they live, inputs the
-// graph writes are copied back, and outputs are copied out of the pool, so a result never
-// changes under the caller. What cannot be recorded runs as plain calls, and note() says why.
+// later calls replay it. Module parameters and buffers are read where they live, and so is
+// an argument that is the same tensor at the same address on the warm-up and recording
+// calls; other arguments are copied into the graph's static buffers, and inputs the graph
+// writes are copied back. Outputs are handed out as they lie in the pool: before the next
+// replay overwrites them, every output the caller still holds is moved out of the pool
+// (its bytes copied to fresh memory, which the caller's tensors then own), so a result
+// never changes under the caller and no copy is made for a result that was dropped. What
+// cannot be recorded runs as plain calls, and note() says why.
 #pragma once
 
 #include <Python.h>
@@ -34,8 +38,8 @@ class CudaGraphReplay {
 
   // `graph` runs `captured` (the graph as traced). `in_place[i]`: graph input i is read
   // where it lives (a module's parameter or buffer, a captured tensor), so the recording
-  // holds its address; other inputs are copied into static buffers. `where` names the
-  // graph in notes ("f (file.py:3)").
+  // holds its address; other inputs are arguments. `where` names the graph in notes
+  // ("f (file.py:3)").
   CudaGraphReplay(const codegen::CompiledGraph* graph, const graph::Graph& captured,
                   std::vector<bool> in_place, std::string where);
   ~CudaGraphReplay();
@@ -55,7 +59,8 @@ class CudaGraphReplay {
   // Calls run plainly before the first recording (the first call compiles kernels and
   // initialises libraries, which a recording must not capture).
   static constexpr int kWarmupCalls = 1;
-  // Recordings made again because a parameter moved, before giving up on the graph.
+  // Recordings made again because a parameter moved, before giving up on the graph. An
+  // argument read where it lay that moves is copied from then on: one more recording each.
   static constexpr int kMaxRecordings = 4;
 
  private:
@@ -63,15 +68,24 @@ class CudaGraphReplay {
   // Records the graph on static copies of `inputs`; false (state Off) when it cannot.
   bool record(const std::vector<at::Tensor>& inputs);
   std::vector<at::Tensor> replay(const std::vector<at::Tensor>& inputs);
+  // Moves every output the caller still holds out of the pool, before a replay or a new
+  // recording reuses it.
+  void release_held_outputs();
   void turn_off(std::string why);
 
   const codegen::CompiledGraph* graph_;
   std::vector<bool> in_place_;
-  std::vector<size_t> written_;  // inputs the graph writes back into
+  // per input: an argument the current recording reads where it lay (its address was the
+  // same on the warm-up call), or a parameter/buffer (in_place_)
+  std::vector<bool> reads_in_place_;
+  std::vector<bool> always_copy_;               // per input: an argument that moved once
+  std::vector<const void*> warm_up_addresses_;  // per input, on the last warm-up call:
+  std::vector<const void*> warm_up_tensors_;    // its data's address and its TensorImpl
+  std::vector<size_t> written_;                 // inputs the graph writes back into
   std::string where_;
   State state_ = State::WarmingUp;
   int warmups_left_ = kWarmupCalls;
-  int recordings_ = 0;
+  int recordings_ = 0;  // recordings made because a parameter or buffer moved, plus one
   std::string why_off_;
   std::vector<at::Tensor> statics_;  // per input: the buffer the recording reads
   // per input: the address the recording reads (a parameter's tensor is shared with the
