@@ -324,7 +324,8 @@ class Emitter {
     choose_index_type(launch);
 
     std::string text = std::string(kPrelude) + "\n" + kernel_text(chain, k_.name, false);
-    launch.vector_lanes = vector_lanes(chain);
+    launch.vector_lanes =
+        launch.scheme == CudaScheme::Flat ? vector_lanes(chain) : row_vector_lanes(chain);
     if (launch.vector_lanes > 0) {
       text += "\n" + kernel_text(chain, k_.name + "_v" + std::to_string(kLanes), true);
       for (size_t i = 0; i < k_.buffers.size(); ++i) {
@@ -342,6 +343,7 @@ class Emitter {
     const CudaLaunch& launch = *launch_;
     out_.clear();
     shared_.clear();
+    lane_arrays_ = 0;
     std::fill(value_type_.begin(), value_type_.end(), DType::Int64);
     out_ += "extern \"C\" __global__ void __launch_bounds__(" +
             std::to_string(launch.block_threads) + ") " + function + "(";
@@ -368,7 +370,8 @@ class Emitter {
     for (const auto& stmt : k_.body) {
       if (stmt->kind == LoopStmtKind::Instr) emit_instr(*stmt);
     }
-    if (vectorized) {
+    row_lanes_ = vectorized && launch.scheme == CudaScheme::RowPerBlock ? kLanes : 0;
+    if (vectorized && launch.scheme == CudaScheme::Flat) {
       emit_vectorized(chain);
     } else if (launch.scheme == CudaScheme::Flat) {
       emit_flat(chain, "static_cast<" + idx_ + ">(blockIdx.x) * blockDim.x + threadIdx.x",
@@ -431,6 +434,58 @@ class Emitter {
         }
         if (!contiguous || covered != stmt->index.terms.size()) continue;
         vector_access_.insert(stmt.get());
+        vector_buffer_[static_cast<size_t>(stmt->buffer)] = true;
+      }
+    }
+    return vector_access_.empty() ? 0 : kLanes;
+  }
+
+  // kLanes when the row kernel can also run with each thread's elements of a persistent
+  // row in groups of kLanes contiguous ones (element (threadIdx.x + q * blockDim.x) *
+  // kLanes + lane): the row is persistent (plan_persistent_row), each of its loops runs
+  // over one variable, and the row's length is a multiple of kLanes times the block. The
+  // loops' loads of inputs and stores of outputs that are contiguous in that variable
+  // (coefficient 1, every other term a variable of the loops around the row with a
+  // coefficient a multiple of kLanes, the offset a multiple of kLanes, an element of at
+  // most 4 bytes) become vector accesses, aligned when the data pointers are (checked on
+  // each launch). 0 otherwise.
+  int row_vector_lanes(const std::vector<const LoopStmt*>& chain) {
+    vector_buffer_.assign(k_.buffers.size(), false);
+    vector_access_.clear();
+    std::set<ValueId> row_vars;
+    for (const LoopStmt* level : chain) row_vars.insert(level->vars[0]);
+    std::vector<RowLoop> loops;
+    for (const auto& stmt : chain.back()->body) {
+      if (stmt->kind == LoopStmtKind::For &&
+          (contains_reduce(stmt->body) || flat_chain(*stmt).size() != 1)) {
+        return 0;
+      }
+      if (stmt->kind == LoopStmtKind::For || stmt->kind == LoopStmtKind::Reduce) {
+        loops.push_back(row_loop(*stmt));
+      }
+    }
+    if (loops.size() < 2 || loops[0].extents.size() != 1) return 0;
+    for (const RowLoop& loop : loops) {
+      if (loop.extents != loops[0].extents) return 0;
+    }
+    int64_t n = loops[0].extents[0];
+    int64_t threads = launch_->block_threads;
+    if (n % (threads * kLanes) != 0 || n / threads > kMaxPersistent) return 0;
+    for (const RowLoop& loop : loops) {
+      for (const LoopStmt* stmt : loop.stmts) {
+        bool load = stmt->kind == LoopStmtKind::Instr && stmt->op == LoopOp::Load;
+        if (!load && stmt->kind != LoopStmtKind::Store) continue;
+        const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(stmt->buffer));
+        if (b.role != (load ? BufferRole::Input : BufferRole::Output)) continue;
+        bool contiguous = stmt->index.offset % kLanes == 0 && graph::dtype_itemsize(b.dtype) <= 4 &&
+                          stmt->index.coefficient_of(loop.vars[0]) == 1;
+        for (const AffineIndex::Term& term : stmt->index.terms) {
+          if (term.value == loop.vars[0]) continue;
+          contiguous =
+              contiguous && row_vars.count(term.value) != 0 && term.coefficient % kLanes == 0;
+        }
+        if (!contiguous) continue;
+        vector_access_.insert(stmt);
         vector_buffer_[static_cast<size_t>(stmt->buffer)] = true;
       }
     }
@@ -692,6 +747,10 @@ class Emitter {
   template <typename Body>
   void emit_persistent_loop(const RowLoop& loop, const std::vector<const LoopStmt*>* chain,
                             Body body) {
+    if (row_lanes_ > 0) {
+      emit_persistent_lanes(loop, chain, body);
+      return;
+    }
     line("#pragma unroll");
     line("for (int kk = 0; kk < " + std::to_string(persistent_k_) + "; ++kk) {");
     ++indent_;
@@ -716,6 +775,84 @@ class Emitter {
       --indent_;
       line("}");
     }
+    --indent_;
+    line("}");
+    filled_.insert(touched.begin(), touched.end());
+  }
+
+  // emit_persistent_loop in the row kernel's vector variant (row_vector_lanes): each
+  // thread's elements in groups of row_lanes_ contiguous ones, the group's contiguous
+  // loads read as one vector each before its lanes run, its contiguous stores written as
+  // one after. kk still numbers a thread's elements, so register arrays line up across
+  // the row's loops.
+  template <typename Body>
+  void emit_persistent_lanes(const RowLoop& loop, const std::vector<const LoopStmt*>* chain,
+                             Body body) {
+    const std::string lanes = std::to_string(row_lanes_);
+    ValueId var = loop.vars.back();
+    std::string group = "g" + std::to_string(var);
+    line("#pragma unroll");
+    line("for (int q = 0; q < " + std::to_string(persistent_k_ / row_lanes_) + "; ++q) {");
+    ++indent_;
+    line("const " + idx_ + " " + group + " = (threadIdx.x + q * " +
+         std::to_string(launch_->block_threads) + ") * " + lanes + ";");
+    std::vector<const LoopStmt*> stores;
+    std::vector<const LoopStmt*> mine;
+    auto address = [&](const LoopStmt& stmt) {
+      AffineIndex rest;
+      rest.offset = stmt.index.offset;
+      for (const AffineIndex::Term& term : stmt.index.terms) {
+        if (term.value != var) rest.terms.push_back(term);
+      }
+      const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(stmt.buffer));
+      bool at_row_start = rest.terms.empty() && rest.offset == 0;
+      return b.name + " + " + (at_row_start ? "" : index_expr(rest) + " + ") + group;
+    };
+    for (const LoopStmt* stmt : loop.stmts) {
+      if (vector_access_.count(stmt) == 0) continue;
+      bool load = stmt->kind == LoopStmtKind::Instr;
+      auto cached_array = cached_access_.find(stmt);
+      if (load && cached_array != cached_access_.end() && filled_.count(cached_array->second))
+        continue;  // in registers since an earlier loop
+      const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(stmt->buffer));
+      int bytes = graph::dtype_itemsize(b.dtype) * row_lanes_;
+      std::string array = (load ? "ld" : "st") + std::to_string(lane_arrays_++);
+      lane_access_[stmt] = array;
+      mine.push_back(stmt);
+      line("alignas(" + std::to_string(bytes) + ") " + storage_ctype(b.dtype) + " " + array + "[" +
+           lanes + "];");
+      if (load) {
+        line("*reinterpret_cast<" + vector_type(bytes) + "*>(" + array +
+             ") = *reinterpret_cast<const " + vector_type(bytes) + "*>(" + address(*stmt) + ");");
+      } else {
+        stores.push_back(stmt);
+      }
+    }
+    line("#pragma unroll");
+    line("for (int lane = 0; lane < " + lanes + "; ++lane) {");
+    ++indent_;
+    line("const int kk = q * " + lanes + " + lane;");
+    std::string e = "e" + std::to_string(var);
+    line("const " + idx_ + " " + e + " = " + group + " + lane;");
+    if (chain != nullptr) {
+      emit_chain_prologue(e, *chain);
+    } else {
+      split_flat(e, loop.vars, loop.extents);
+    }
+    std::set<std::string> touched;
+    in_persistent_loop_ = &touched;
+    body();
+    in_persistent_loop_ = nullptr;
+    --indent_;
+    line("}");
+    for (const LoopStmt* stmt : stores) {
+      const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(stmt->buffer));
+      int bytes = graph::dtype_itemsize(b.dtype) * row_lanes_;
+      line("*reinterpret_cast<" + vector_type(bytes) + "*>(" + address(*stmt) +
+           ") = *reinterpret_cast<const " + vector_type(bytes) + "*>(" + lane_access_.at(stmt) +
+           ");");
+    }
+    for (const LoopStmt* stmt : mine) lane_access_.erase(stmt);
     --indent_;
     line("}");
     filled_.insert(touched.begin(), touched.end());
@@ -941,7 +1078,11 @@ class Emitter {
       const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(s.buffer));
       const std::string& array = cached_access_.at(&s);
       if (filled_.count(array) == 0 && b.role == BufferRole::Input) {
-        line(array + "[kk] = " + load_expr(b, s.index) + ";");
+        auto lane = lane_access_.find(&s);
+        line(array + "[kk] = " +
+             (lane != lane_access_.end() ? convert_loaded(b, lane->second + "[lane]")
+                                         : load_expr(b, s.index)) +
+             ";");
         in_persistent_loop_->insert(array);
       }
       expr = cast_expr(array + "[kk]", b.dtype, s.type);
@@ -1139,6 +1280,8 @@ class Emitter {
     return in_persistent_loop_ != nullptr && cached_access_.count(&s) != 0;
   }
   int64_t persistent_k_ = 0;  // elements per thread of the persistent row, 0: not persistent
+  int row_lanes_ = 0;         // lanes of a persistent row's element groups (vector variant)
+  int lane_arrays_ = 0;       // vector arrays named so far in this function
   int64_t persistent_n_ = 0;  // elements of each of its loops
   std::map<const LoopStmt*, std::string> cached_access_;  // access -> its register array
   std::set<std::string> filled_;                          // arrays a finished loop has filled

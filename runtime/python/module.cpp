@@ -11,6 +11,7 @@
 #include "dynvm/frontend/decode.h"
 #include "dynvm/frontend/dis_listing.h"
 #include "dynvm/frontend/live_code.h"
+#include "dynvm/graph/primitive_ops.h"
 #include "dynvm/runtime/compiled_function.h"
 #include "frame_hook_functions.h"
 
@@ -81,7 +82,27 @@ PyObject* module_nvrtc_compilations(PyObject*, PyObject*) {
       static_cast<long long>(dynvm::codegen::cuda_nvrtc_compilation_count()));
 }
 
+// primitive_ops() -> list of (operator, kind): the primitive operators fused kernels are
+// made of ("aten::add.Tensor", "pointwise"), from the graph layer's one list.
+PyObject* module_primitive_ops(PyObject*, PyObject*) {
+  PyObject* list = PyList_New(0);
+  if (list == nullptr) return nullptr;
+  for (std::string_view op : dynvm::graph::primitive_ops()) {
+    std::string_view kind = dynvm::graph::primitive_kind_name(dynvm::graph::primitive_kind(op));
+    PyObject* item = Py_BuildValue("(ss)", std::string(op).c_str(), std::string(kind).c_str());
+    if (item == nullptr || PyList_Append(list, item) < 0) {
+      Py_XDECREF(item);
+      Py_DECREF(list);
+      return nullptr;
+    }
+    Py_DECREF(item);
+  }
+  return list;
+}
+
 PyMethodDef kMethods[] = {
+    {"primitive_ops", module_primitive_ops, METH_NOARGS,
+     "The primitive operators of fused kernels, with their kinds."},
     {"nvrtc_compilations", module_nvrtc_compilations, METH_NOARGS,
      "CUDA kernels compiled with NVRTC in this process."},
     {"targets", module_targets, METH_NOARGS, "Code-generation targets: built, usable, why not."},

@@ -97,6 +97,22 @@ def test_softmax_layer_norm_rms_norm():
                         atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_rows_read_four_elements_at_a_time(dtype, offset):
+    # Rows of 2048 (a multiple of four times the block): the kernel's vector variant takes
+    # each thread's elements four at a time. `offset` 1 starts the argument one element
+    # into its storage, misaligned for vector loads: the scalar kernel runs instead.
+    def f(x, r, w):
+        h = x + r
+        return torch.softmax(h * 0.5, -1), h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    x = randn(16 * 2048 + offset, dtype=dtype)[offset:].view(16, 2048)
+    compile_and_compare(f, x, randn(16, 2048, dtype=dtype), randn(2048, dtype=dtype),
+                        atol=tol, rtol=tol)
+
+
 def test_var_mean_and_nan_propagation():
     def f(x):
         v, m = torch.var_mean(x, -1)
