@@ -27,7 +27,10 @@ PyObject* g_graph_break_error = nullptr;  // owned; set once by the module
 bool log_enabled(const char* what) { return log_topic_enabled(what); }
 
 bool valid_mode(const char* mode) {
-  if (std::strcmp(mode, "default") == 0 || std::strcmp(mode, "reduce-overhead") == 0) return true;
+  if (std::strcmp(mode, "default") == 0 || std::strcmp(mode, "reduce-overhead") == 0 ||
+      std::strcmp(mode, "max-autotune") == 0) {
+    return true;
+  }
   PyErr_Format(PyExc_ValueError, "dynvm: mode %R is not implemented by this runtime", mode);
   return false;
 }

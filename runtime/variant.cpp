@@ -81,7 +81,8 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
   v->checks_before_glue_ = compiles ? policy.after_checks : -1;
   if (!v->eager()) {
     auto executor =
-        codegen::CompiledGraph::build(v->trace_.graph, backend, v->trace_.grad_enabled_at_start);
+        codegen::CompiledGraph::build(v->trace_.graph, backend, v->trace_.grad_enabled_at_start,
+                                      /*autotune=*/mode == "max-autotune");
     if (!executor) return executor.error();
     v->executor_ = std::move(executor).value();
     bool bindable = true;  // every graph input comes from a guarded source or is captured
@@ -94,7 +95,8 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
       v->glue_run_.captured.push_back(binding.source ? nullptr : binding.captured.get());
       bindable = bindable && (guarded >= 0 || (!binding.source && binding.captured));
     }
-    if (mode == "reduce-overhead" && v->trace_.graph.num_nodes() > 0) {
+    // max-autotune also replays CUDA graphs, as torch.compile's does.
+    if ((mode == "reduce-overhead" || mode == "max-autotune") && v->trace_.graph.num_nodes() > 0) {
       v->cuda_graph_why_not_ = backend != "dynvm"
                                    ? "backend '" + backend + "' runs the graph op by op"
                                    : CudaGraphReplay::why_not(v->trace_.graph, *v->executor_);

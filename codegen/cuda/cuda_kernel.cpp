@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -52,6 +53,87 @@ std::map<std::pair<std::string, int>, LoadedFunctions>& loaded_functions() {
 
 int64_t cuda_nvrtc_compilation_count() { return nvrtc_compilations.load(); }
 
+namespace {
+
+// Lowers `kernel` with `schedule`, names its function after the source, and compiles it
+// (or finds it loaded in this process, or its CUBIN on disk) and loads it.
+Expected<CudaCompiledSchedule> build_schedule(LoopKernel& kernel, const CudaSchedule& schedule,
+                                              int device, const std::string& architecture,
+                                              const std::string& name,
+                                              const CudaCompileOptions& options) {
+  const CudaLibraries& libraries = cuda_libraries();
+  CudaCompiledSchedule built;
+  built.schedule = schedule;
+  // The function is named after its source, written once with a placeholder name: groups
+  // that differ only in their name in the graph get one source, so one NVRTC compile.
+  kernel.name = "dv_kernel";
+  auto unnamed = lower_loops_to_cuda(kernel, schedule);
+  if (!unnamed) return unnamed.error();
+  kernel.name = "dv_" + content_hash(unnamed->source).substr(0, 12);
+  auto source = lower_loops_to_cuda(kernel, schedule);
+  if (!source) return source.error();
+  built.cuda = std::move(*source);
+  std::string key = "cuda_" + content_hash(built.cuda.source + "\n// " + architecture + " NVRTC " +
+                                           std::to_string(libraries.nvrtc_major) + "." +
+                                           std::to_string(libraries.nvrtc_minor));
+  if (log_topic_enabled("kernels")) {
+    std::string text = "[dynvm kernels] " + name + " = " + kernel.name + " (" + key + ", " +
+                       architecture + ", " + describe(built.cuda.launch) + ") loop IR:\n" +
+                       to_text(kernel) + "[dynvm kernels] " + name + " CUDA source:\n" +
+                       built.cuda.source;
+    std::cerr << text;
+  }
+  const std::pair<std::string, int> slot{key, device};
+  {
+    std::unique_lock<std::mutex> lock(loaded_mutex);
+    compiled.wait(lock, [&] { return compiling.count(slot) == 0; });
+    auto found = loaded_functions().find(slot);
+    if (found != loaded_functions().end()) {
+      built.function = found->second.scalar;
+      built.vector_function = found->second.vector;
+      built.cache_hit = true;
+      return built;
+    }
+    compiling.insert(slot);
+  }
+  // Whatever happens below, the key is no longer being compiled; a failure leaves it
+  // unloaded, and a waiting thread compiles it again (and fails alike).
+  struct Done {
+    const std::pair<std::string, int>& slot;
+    ~Done() {
+      {
+        std::lock_guard<std::mutex> lock(loaded_mutex);
+        compiling.erase(slot);
+      }
+      compiled.notify_all();
+    }
+  } done{slot};
+  std::optional<std::string> image;
+  if (!options.cache_dir.empty()) image = load_cached_object(options.cache_dir, key);
+  built.cache_hit = image.has_value();
+  if (!image) {
+    ++nvrtc_compilations;
+    auto cubin = nvrtc_compile_to_cubin(built.cuda.source, name + ".cu", architecture);
+    if (!cubin) return cubin.error();
+    image = std::move(*cubin);
+    if (!options.cache_dir.empty()) store_cached_object(options.cache_dir, key, *image);
+  }
+  auto function = cuda_load_function(device, *image, built.cuda.name);
+  if (!function) return function.error();
+  built.function = *function;
+  if (built.cuda.launch.vector_lanes > 0) {
+    auto vector = cuda_load_function(
+        device, *image, built.cuda.name + "_v" + std::to_string(built.cuda.launch.vector_lanes));
+    if (!vector) return vector.error();
+    built.vector_function = *vector;
+  }
+  std::lock_guard<std::mutex> lock(loaded_mutex);
+  loaded_functions()[slot] = {built.function, built.vector_function};
+  return built;
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& group, int device,
                                                           const std::string& name,
                                                           const CudaCompileOptions& options) {
@@ -67,75 +149,48 @@ Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& gr
   kernel->kernel_ = std::move(*lowered);
   auto passes = run_loop_passes(kernel->kernel_, cuda_loop_passes());
   if (!passes) return passes.error();
-  // The function is named after its source, written once with a placeholder name: groups
-  // that differ only in their name in the graph get one source, so one NVRTC compile.
-  kernel->kernel_.name = "dv_kernel";
-  auto unnamed = lower_loops_to_cuda(kernel->kernel_);
-  if (!unnamed) return unnamed.error();
-  kernel->kernel_.name = "dv_" + content_hash(unnamed->source).substr(0, 12);
-  auto source = lower_loops_to_cuda(kernel->kernel_);
-  if (!source) return source.error();
-  kernel->cuda_ = std::move(*source);
   std::string architecture = info->architecture();
-  std::string key = "cuda_" + content_hash(kernel->cuda_.source + "\n// " + architecture +
-                                           " NVRTC " + std::to_string(libraries.nvrtc_major) + "." +
-                                           std::to_string(libraries.nvrtc_minor));
-  if (log_topic_enabled("kernels")) {
-    std::string text = "[dynvm kernels] " + name + " = " + kernel->kernel_.name + " (" + key +
-                       ", " + architecture + ", " + describe(kernel->cuda_.launch) +
-                       ") loop IR:\n" + to_text(kernel->kernel_) + "[dynvm kernels] " + name +
-                       " CUDA source:\n" + kernel->cuda_.source;
-    std::cerr << text;
-  }
-  const std::pair<std::string, int> slot{key, device};
-  {
-    std::unique_lock<std::mutex> lock(loaded_mutex);
-    compiled.wait(lock, [&] { return compiling.count(slot) == 0; });
-    auto found = loaded_functions().find(slot);
-    if (found != loaded_functions().end()) {
-      kernel->function_ = found->second.scalar;
-      kernel->vector_function_ = found->second.vector;
-      kernel->cache_hit_ = true;
-    } else {
-      compiling.insert(slot);
+  auto chosen = build_schedule(kernel->kernel_, {}, device, architecture, name, options);
+  if (!chosen) return chosen.error();
+  kernel->cache_hit_ = chosen->cache_hit;
+  if (options.autotune) {
+    // The choice is recorded on disk under the lowering's own source for this device's
+    // architecture: a later process builds the chosen schedule only, and times nothing.
+    kernel->tuning_key_ = "tune_" + content_hash(chosen->cuda.source + "\n// " + architecture +
+                                                 " NVRTC " + std::to_string(libraries.nvrtc_major) +
+                                                 "." + std::to_string(libraries.nvrtc_minor));
+    kernel->cache_dir_ = options.cache_dir;
+    std::optional<std::string> recorded =
+        options.cache_dir.empty() ? std::nullopt
+                                  : load_cached_object(options.cache_dir, kernel->tuning_key_);
+    int threads = recorded ? std::atoi(recorded->c_str()) : 0;
+    if (threads > 0 && threads != chosen->cuda.launch.block_threads) {
+      auto again = build_schedule(kernel->kernel_, CudaSchedule{threads}, device, architecture,
+                                  name, options);
+      if (again) chosen = std::move(again);  // else keep the lowering's own schedule
     }
-  }
-  if (kernel->function_ == nullptr) {
-    // Whatever happens below, the key is no longer being compiled; a failure leaves it
-    // unloaded, and a waiting thread compiles it again (and fails alike).
-    struct Done {
-      const std::pair<std::string, int>& slot;
-      ~Done() {
-        {
-          std::lock_guard<std::mutex> lock(loaded_mutex);
-          compiling.erase(slot);
-        }
-        compiled.notify_all();
+    if (recorded) {
+      kernel->tuning_ = "tuned before: " + std::to_string(chosen->cuda.launch.block_threads) +
+                        " threads a block (from the disk cache)";
+      if (log_topic_enabled("kernels")) {
+        std::cerr << "[dynvm kernels] " << chosen->cuda.name << ": " << kernel->tuning_ << "\n";
       }
-    } done{slot};
-    std::optional<std::string> image;
-    if (!options.cache_dir.empty()) image = load_cached_object(options.cache_dir, key);
-    kernel->cache_hit_ = image.has_value();
-    if (!image) {
-      ++nvrtc_compilations;
-      auto cubin = nvrtc_compile_to_cubin(kernel->cuda_.source, name + ".cu", architecture);
-      if (!cubin) return cubin.error();
-      image = std::move(*cubin);
-      if (!options.cache_dir.empty()) store_cached_object(options.cache_dir, key, *image);
+    } else {
+      kernel->candidates_.push_back(*chosen);
+      for (const CudaSchedule& candidate : cuda_schedule_candidates(chosen->cuda.launch)) {
+        auto other =
+            build_schedule(kernel->kernel_, candidate, device, architecture, name, options);
+        if (other) kernel->candidates_.push_back(std::move(*other));
+      }
+      if (kernel->candidates_.size() == 1) {
+        kernel->candidates_.clear();
+        kernel->tuning_ = "one schedule: " + std::to_string(chosen->cuda.launch.block_threads) +
+                          " threads a block";
+      }
     }
-    auto function = cuda_load_function(device, *image, kernel->cuda_.name);
-    if (!function) return function.error();
-    kernel->function_ = *function;
-    if (kernel->cuda_.launch.vector_lanes > 0) {
-      auto vector = cuda_load_function(
-          device, *image,
-          kernel->cuda_.name + "_v" + std::to_string(kernel->cuda_.launch.vector_lanes));
-      if (!vector) return vector.error();
-      kernel->vector_function_ = *vector;
-    }
-    std::lock_guard<std::mutex> lock(loaded_mutex);
-    loaded_functions()[slot] = {kernel->function_, kernel->vector_function_};
   }
+  kernel->schedule_ = std::move(*chosen);
+  kernel->kernel_.name = kernel->schedule_.cuda.name;
   for (const graph::Value* v : group.inputs()) kernel->inputs_.push_back(*v->meta());
   for (const graph::Value* v : group.outputs()) kernel->outputs_.push_back(*v->meta());
   kernel->compile_ms_ =
@@ -180,10 +235,22 @@ void CudaKernel::run_into(const std::vector<at::Tensor>& inputs,
   }
   at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(device_));
   c10::DeviceGuard guard(device);
+  const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(at::kCUDA);
+  c10::Stream stream = impl->getStream(device);
+  {
+    std::lock_guard<std::mutex> lock(tuning_mutex_);
+    if (!candidates_.empty()) tune(pointers, stream);
+  }
+  launch(schedule_, pointers, stream);
+}
+
+void CudaKernel::launch(const CudaCompiledSchedule& schedule, std::vector<void*> pointers,
+                        const c10::Stream& stream) const {
+  at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(device_));
   // Scratch space of the temporaries, from the caching allocator (freed after the launch
   // in stream order, as ATen's own kernels do).
   std::vector<at::Tensor> scratch;
-  const CudaLaunch& launch = cuda_.launch;
+  const CudaLaunch& launch = schedule.cuda.launch;
   size_t t = 0;
   for (const LoopBuffer& b : kernel_.buffers) {
     if (b.role != BufferRole::Temp) continue;
@@ -194,20 +261,60 @@ void CudaKernel::run_into(const std::vector<at::Tensor>& inputs,
   std::vector<void*> args;
   args.reserve(pointers.size());
   for (void*& p : pointers) args.push_back(&p);
-  const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(at::kCUDA);
-  void* stream = impl->getStream(device).native_handle();
   // The vectorized variant when every buffer it accesses with vectors is aligned for them.
-  bool vectorized = vector_function_ != nullptr;
+  bool vectorized = schedule.vector_function != nullptr;
   for (int b : launch.vector_buffers) {
     if (!vectorized) break;
     auto bytes = static_cast<uintptr_t>(
         graph::dtype_itemsize(kernel_.buffers[static_cast<size_t>(b)].dtype) * launch.vector_lanes);
     vectorized = reinterpret_cast<uintptr_t>(pointers[static_cast<size_t>(b)]) % bytes == 0;
   }
-  std::string error =
-      cuda_launch(device_, vectorized ? vector_function_ : function_, launch.grid(vectorized),
-                  launch.block_threads, stream, args.data());
+  std::string error = cuda_launch(
+      device_, vectorized ? schedule.vector_function : schedule.function, launch.grid(vectorized),
+      launch.block_threads, stream.native_handle(), args.data());
   TORCH_CHECK(error.empty(), "kernel ", kernel_.name, ": ", error);
+}
+
+void CudaKernel::tune(const std::vector<void*>& pointers, const c10::Stream& stream) const {
+  // Each schedule on this call's buffers: one launch to warm up, then kTimed launches
+  // between two events. A kernel writes only its outputs, so the runs change nothing
+  // else, and the chosen schedule's launch that follows overwrites them. Another schedule
+  // must beat the lowering's own by 3% to be chosen.
+  constexpr int kTimed = 10;
+  const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(at::kCUDA);
+  auto index = static_cast<c10::DeviceIndex>(device_);
+  double best_ms = 0;
+  size_t best = 0;
+  std::string timings;
+  for (size_t c = 0; c < candidates_.size(); ++c) {
+    launch(candidates_[c], pointers, stream);
+    void* begin = nullptr;
+    void* end = nullptr;
+    impl->record(&begin, stream, index, c10::EventFlag::BACKEND_DEFAULT);
+    for (int i = 0; i < kTimed; ++i) launch(candidates_[c], pointers, stream);
+    impl->record(&end, stream, index, c10::EventFlag::BACKEND_DEFAULT);
+    impl->synchronizeEvent(end);
+    double ms = impl->elapsedTime(begin, end, index) / kTimed;
+    impl->destroyEvent(begin, index);
+    impl->destroyEvent(end, index);
+    timings += (c == 0 ? "" : ", ") + std::to_string(candidates_[c].cuda.launch.block_threads) +
+               " threads " + std::to_string(ms * 1000.0).substr(0, 6) + " us";
+    if (c == 0 || ms < best_ms * 0.97) {
+      best_ms = ms;
+      best = c;
+    }
+  }
+  schedule_ = candidates_[best];
+  candidates_.clear();
+  tuning_ = "tuned: " + std::to_string(schedule_.cuda.launch.block_threads) + " threads a block (" +
+            timings + ")";
+  if (!cache_dir_.empty()) {
+    store_cached_object(cache_dir_, tuning_key_,
+                        std::to_string(schedule_.cuda.launch.block_threads));
+  }
+  if (log_topic_enabled("kernels")) {
+    std::cerr << "[dynvm kernels] " << schedule_.cuda.name << ": " << tuning_ << "\n";
+  }
 }
 
 }  // namespace dynvm::codegen

@@ -263,7 +263,8 @@ std::string math_call(const char* f32, const char* f64, DType t, const std::stri
 
 class Emitter {
  public:
-  explicit Emitter(const LoopKernel& kernel) : k_(kernel), value_type_(kernel.num_values) {}
+  Emitter(const LoopKernel& kernel, const CudaSchedule& schedule)
+      : k_(kernel), schedule_(schedule), value_type_(kernel.num_values) {}
 
   CudaKernelSource run() {
     const LoopStmt* parallel = nullptr;
@@ -318,6 +319,16 @@ class Emitter {
       launch.max_blocks = int64_t{1} << 22;
       if (temp_total > 0) {
         launch.max_blocks = std::clamp<int64_t>((int64_t{1} << 24) / temp_total, 1, 65536);
+      }
+    }
+    if (schedule_.block_threads > 0) {
+      if (schedule_.block_threads % 32 != 0 || schedule_.block_threads > 1024) {
+        unsupported("a block of " + std::to_string(schedule_.block_threads) + " threads");
+      }
+      launch.block_threads = schedule_.block_threads;
+      if (launch.scheme == CudaScheme::Flat && temp_total > 0) {
+        launch.max_blocks =
+            std::clamp<int64_t>((int64_t{1} << 24) / (temp_total * launch.block_threads), 1, 1024);
       }
     }
     launch_ = &launch;
@@ -1288,6 +1299,7 @@ class Emitter {
   std::set<std::string>* in_persistent_loop_ = nullptr;   // arrays the current loop fills
 
   const LoopKernel& k_;
+  const CudaSchedule schedule_;
   const CudaLaunch* launch_ = nullptr;
   std::vector<bool> vector_buffer_;                     // accessed with vector loads/stores
   std::set<const LoopStmt*> vector_access_;             // contiguous in the flat index
@@ -1327,9 +1339,23 @@ std::string describe(const CudaLaunch& launch) {
                                   : "");
 }
 
-Expected<CudaKernelSource> lower_loops_to_cuda(const LoopKernel& kernel) {
+std::vector<CudaSchedule> cuda_schedule_candidates(const CudaLaunch& chosen) {
+  std::vector<CudaSchedule> out;
+  // Threads the work can occupy: a flat kernel's iterations, a row kernel's (unknown here)
+  // row elements are bounded by the block sizes the lowering itself picks (32 to 512).
+  int64_t most = chosen.scheme == CudaScheme::Flat ? chosen.iterations : 1024;
+  for (int threads : {chosen.block_threads / 2, chosen.block_threads * 2}) {
+    if (threads >= 32 && threads <= 1024 && threads <= std::max<int64_t>(most, 32)) {
+      out.push_back(CudaSchedule{threads});
+    }
+  }
+  return out;
+}
+
+Expected<CudaKernelSource> lower_loops_to_cuda(const LoopKernel& kernel,
+                                               const CudaSchedule& schedule) {
   try {
-    return Emitter(kernel).run();
+    return Emitter(kernel, schedule).run();
   } catch (const Unsupported& u) {
     return make_error("CUDA lowering of " + kernel.name + ": " + u.message);
   }

@@ -152,7 +152,7 @@ void say_once_why_cuda_is_off(const std::string& why) {
 
 // The group compiled for its device, or the reason it runs through ATen.
 Expected<std::unique_ptr<FusedKernel>> compile_group(const graph::Graph& group,
-                                                     const std::string& name) {
+                                                     const std::string& name, bool autotune) {
   std::optional<graph::Device> device = group_device(group);
   if (!device) return make_error("the group's tensors are on several devices");
   if (device->type == graph::DeviceType::Cpu) {
@@ -173,8 +173,10 @@ Expected<std::unique_ptr<FusedKernel>> compile_group(const graph::Graph& group,
       say_once_why_cuda_is_off(why);
       return make_error(why);
     }
-    auto kernel =
-        CudaKernel::compile(group, static_cast<int>(std::max<int64_t>(0, device->index)), name);
+    CudaCompileOptions options;
+    options.autotune = autotune;
+    auto kernel = CudaKernel::compile(group, static_cast<int>(std::max<int64_t>(0, device->index)),
+                                      name, options);
     if (!kernel) return kernel.error();
     return std::unique_ptr<FusedKernel>(std::move(kernel).value());
   }
@@ -186,7 +188,8 @@ using CompiledGroup = std::optional<Expected<std::unique_ptr<FusedKernel>>>;
 // Compiles the CUDA groups of `groups` on up to 8 threads (NVRTC is most of a cold
 // compile, and a ViT has dozens of groups); the others are left empty, for the caller to
 // compile in order (the CPU target's JIT is not shared across threads).
-std::vector<CompiledGroup> compile_cuda_groups(const std::vector<graph::Graph>& groups) {
+std::vector<CompiledGroup> compile_cuda_groups(const std::vector<graph::Graph>& groups,
+                                               bool autotune) {
   std::vector<CompiledGroup> out(groups.size());
   std::vector<size_t> cuda;
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -198,7 +201,7 @@ std::vector<CompiledGroup> compile_cuda_groups(const std::vector<graph::Graph>& 
     for (size_t k = next++; k < cuda.size(); k = next++) {
       size_t i = cuda[k];
       try {
-        out[i].emplace(compile_group(groups[i], "fused_" + std::to_string(i)));
+        out[i].emplace(compile_group(groups[i], "fused_" + std::to_string(i), autotune));
       } catch (const std::exception& e) {
         out[i].emplace(make_error(std::string("compiling a CUDA kernel failed: ") + e.what()));
       }
@@ -216,7 +219,7 @@ std::vector<CompiledGroup> compile_cuda_groups(const std::vector<graph::Graph>& 
 
 Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph& graph,
                                                               const std::string& backend,
-                                                              bool grad_enabled) {
+                                                              bool grad_enabled, bool autotune) {
   std::unique_ptr<CompiledGraph> compiled(new CompiledGraph());
   if (backend == "dynvm") {
     compiled->why_not_fused_ = graph.num_nodes() == 0 ? "" : unfusable(graph, grad_enabled);
@@ -240,11 +243,11 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
   std::vector<AtenExecutor::GroupRunner> runners;
   std::vector<AtenExecutor::GroupIntoRunner> into_runners;
   std::vector<const FusedKernel*> kernel_of_group;
-  std::vector<CompiledGroup> cuda_kernels = compile_cuda_groups(fusion.groups);
+  std::vector<CompiledGroup> cuda_kernels = compile_cuda_groups(fusion.groups, autotune);
   for (size_t i = 0; i < fusion.groups.size(); ++i) {
     const graph::Graph& group = fusion.groups[i];
     auto kernel = cuda_kernels[i] ? std::move(*cuda_kernels[i])
-                                  : compile_group(group, "fused_" + std::to_string(i));
+                                  : compile_group(group, "fused_" + std::to_string(i), autotune);
     if (kernel) {
       std::shared_ptr<FusedKernel> k = std::move(kernel).value();
       compiled->kernels_.push_back(k);

@@ -289,8 +289,6 @@ def test_general_usage_errors_exit_2_with_usage(args, message):
             "'default', 'reduce-overhead', 'max-autotune'",
         ),
         (["--report", "json", "no/such/dir/report.json"], "dynvm: cannot write the report"),
-        (["--mode=max-autotune"], "dynvm: mode='max-autotune' (trying several schedules per "
-         "kernel and keeping the fastest) is not implemented yet"),
     ],
 )
 def test_bad_option_values_stop_before_the_script_runs(args, message):

@@ -186,6 +186,37 @@ print("nvrtc", _native.core().nvrtc_compilations())
     assert "nvrtc 0" in second.stdout, second.stdout + second.stderr
 
 
+def test_max_autotune_times_schedules_once_and_a_second_process_reuses_the_choice(tmp_path):
+    code = f"""
+import os
+os.environ["DYNVM_CACHE_DIR"] = {str(tmp_path)!r}
+import torch, dynvm
+from dynvm import _native
+def f(x, r):
+    h = x + r
+    return torch.softmax(h * 0.5, -1), h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+fast = dynvm.compile(f, mode="max-autotune")
+x, r = torch.randn(512, 2048, device="cuda"), torch.randn(512, 2048, device="cuda")
+with torch.no_grad():
+    for _ in range(4):
+        for got, want in zip(fast(x, r), f(x, r)):
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+print("nvrtc", _native.core().nvrtc_compilations())
+print("graphs", [e["note"] for e in _native.core().run_report()["cuda_graphs"]])
+"""
+    first = run_python(code, DYNVM_LOGS="kernels")
+    assert first.returncode == 0, first.stderr
+    tuned = [line for line in first.stderr.splitlines() if ": tuned: " in line]
+    assert tuned and all("threads a block (" in line for line in tuned), first.stderr[-3000:]
+    assert int(first.stdout.split("nvrtc ")[1].split()[0]) > len(tuned)  # the candidates too
+    assert "replays as a CUDA graph" in first.stdout  # max-autotune replays CUDA graphs too
+    second = run_python(code, DYNVM_LOGS="kernels")
+    assert second.returncode == 0, second.stderr
+    assert ": tuned: " not in second.stderr  # nothing timed again
+    assert ": tuned before: " in second.stderr
+    assert "nvrtc 0" in second.stdout, second.stdout
+
+
 MODELS_DIR = pathlib.Path(__file__).resolve().parents[1]
 
 

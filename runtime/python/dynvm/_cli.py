@@ -89,7 +89,6 @@ def begin_run(options):
     _current_run = run
     atexit.register(_end_run, run)
     if run.compile and not config.disabled():
-        config.check_mode_implemented(run.mode)
         _start_compiling(run)
 
 

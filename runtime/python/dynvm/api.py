@@ -31,7 +31,7 @@ def compile(  # shadows the builtin on purpose: the name users know from torch.c
     """
     options = wrappers.CompileOptions(
         backend=config.check_backend(backend),
-        mode=config.check_mode_implemented(config.check_mode(mode)),
+        mode=config.check_mode(mode),
         fullgraph=_check_flag(fullgraph, "fullgraph"),
         dynamic=_check_dynamic(dynamic),
     )

@@ -46,23 +46,6 @@ def check_mode(mode):
     return mode
 
 
-# Modes whose work is not built yet, and what is missing: dynvm raises for them rather
-# than compile as if they had been asked for nothing.
-UNIMPLEMENTED_MODES = {
-    "max-autotune": "trying several schedules per kernel and keeping the fastest",
-}
-
-
-def check_mode_implemented(mode):
-    """Raises NotImplementedError for a mode dynvm accepts by name but cannot honour yet."""
-    missing = UNIMPLEMENTED_MODES.get(mode)
-    if missing is not None:
-        raise NotImplementedError(
-            f"mode={mode!r} ({missing}) is not implemented yet; use mode='default'"
-        )
-    return mode
-
-
 def parse_disable(text):
     """Parses a DYNVM_DISABLE value: 1/true/yes/on or 0/false/no/off (or empty)."""
     word = text.strip().lower()

@@ -85,6 +85,57 @@ TEST_CASE("CUDA lowering refuses what it cannot express", "[codegen][cuda]") {
   CHECK(cuda.error().message.find("no_parallel_loop") != std::string::npos);
 }
 
+// The loop kernel of golden file `stem`, ready for lower_loops_to_cuda.
+LoopKernel golden_kernel(const std::string& stem) {
+  for (const auto& file : dynvm::testing::text_files("codegen_cuda")) {
+    if (file.stem() != stem) continue;
+    Expected<graph::Graph> group = graph::parse_graph(section(read_file(file), "# group"));
+    REQUIRE(group);
+    Expected<LoopKernel> kernel = lower_group(*group, stem, cuda_lower_options());
+    REQUIRE(kernel);
+    REQUIRE(run_loop_passes(*kernel, cuda_loop_passes()));
+    return std::move(*kernel);
+  }
+  FAIL("no golden file " + stem);
+  return {};
+}
+
+TEST_CASE("CUDA schedules: the block a tuner asks for, and the candidates", "[codegen][cuda]") {
+  LoopKernel kernel = golden_kernel("bf16_rms_norm_vector_rows");  // rows of 2048
+  Expected<CudaKernelSource> own = lower_loops_to_cuda(kernel);
+  REQUIRE(own);
+  CHECK(own->launch.block_threads == 256);
+  CHECK(own->launch.vector_lanes == 4);
+  std::vector<CudaSchedule> candidates = cuda_schedule_candidates(own->launch);
+  REQUIRE(candidates.size() == 2);
+  CHECK(candidates[0].block_threads == 128);
+  CHECK(candidates[1].block_threads == 512);
+  for (const CudaSchedule& schedule : candidates) {
+    Expected<CudaKernelSource> other = lower_loops_to_cuda(kernel, schedule);
+    REQUIRE(other);
+    CHECK(other->launch.block_threads == schedule.block_threads);
+    CHECK(other->source.find("__launch_bounds__(" + std::to_string(schedule.block_threads) + ")") !=
+          std::string::npos);
+    CHECK(other->source != own->source);
+  }
+  // 512 threads: a row of 2048 is one group of four per thread, still vectorized; 1024
+  // would leave half the threads without a group, so the vector variant is dropped.
+  Expected<CudaKernelSource> wide = lower_loops_to_cuda(kernel, CudaSchedule{1024});
+  REQUIRE(wide);
+  CHECK(wide->launch.vector_lanes == 0);
+  Expected<CudaKernelSource> odd = lower_loops_to_cuda(kernel, CudaSchedule{100});
+  REQUIRE_FALSE(odd);
+  CHECK(odd.error().message.find("a block of 100 threads") != std::string::npos);
+  // A flat kernel of 1000 iterations: 256 threads by itself, 128 and 512 to try.
+  LoopKernel flat = golden_kernel("gelu_tanh");
+  Expected<CudaKernelSource> gelu = lower_loops_to_cuda(flat);
+  REQUIRE(gelu);
+  for (const CudaSchedule& schedule : cuda_schedule_candidates(gelu->launch)) {
+    CHECK(schedule.block_threads != gelu->launch.block_threads);
+    CHECK(schedule.block_threads >= 32);
+  }
+}
+
 #ifdef DYNVM_TEST_EXPECT_NVRTC
 // CI has the toolkit but no GPU: NVRTC compiling each golden kernel for the H200's
 // architecture is what shows the generated C++ is valid CUDA.
@@ -96,6 +147,17 @@ TEST_CASE("CUDA golden kernels compile with NVRTC for sm_90", "[codegen][cuda][n
     INFO((cubin ? std::string() : cubin.error().message));
     REQUIRE(cubin);
     CHECK(cubin->size() > 100);
+    // The schedules max-autotune would time compile too.
+    LoopKernel kernel = golden_kernel(g.file.stem().string());
+    for (const CudaSchedule& schedule : cuda_schedule_candidates(g.cuda.launch)) {
+      Expected<CudaKernelSource> other = lower_loops_to_cuda(kernel, schedule);
+      REQUIRE(other);
+      INFO(schedule.block_threads << " threads");
+      Expected<std::string> candidate =
+          nvrtc_compile_to_cubin(other->source, other->name + ".cu", "sm_90");
+      INFO((candidate ? std::string() : candidate.error().message));
+      CHECK(candidate);
+    }
   }
 }
 #endif

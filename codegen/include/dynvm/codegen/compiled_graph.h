@@ -35,10 +35,13 @@ class CompiledGraph {
   // requires grad), is on several CUDA devices or another device, or that the passes cannot
   // lower runs as "eager" would (why() says so); a group that does not compile for its
   // device (no code generator there, or an unsupported op) runs through ATen.
-  // `grad_enabled` is the grad mode the graph starts under.
+  // `grad_enabled` is the grad mode the graph starts under. `autotune` (mode
+  // "max-autotune"): CUDA kernels time their candidate schedules on their first run and
+  // keep the fastest (CudaCompileOptions::autotune); CPU kernels have one schedule.
   static Expected<std::unique_ptr<CompiledGraph>> build(const graph::Graph& graph,
                                                         const std::string& backend,
-                                                        bool grad_enabled = true);
+                                                        bool grad_enabled = true,
+                                                        bool autotune = false);
   ~CompiledGraph();
   CompiledGraph(const CompiledGraph&) = delete;
   CompiledGraph& operator=(const CompiledGraph&) = delete;

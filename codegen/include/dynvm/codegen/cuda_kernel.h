@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,11 +14,28 @@
 #include "dynvm/graph/graph.h"
 #include "dynvm/support/expected.h"
 
+namespace c10 {
+class Stream;
+}
+
 namespace dynvm::codegen {
 
 struct CudaCompileOptions {
   // The disk cache of CUBINs (kernel_disk_cache.h); "" uses no disk cache.
   std::string cache_dir = default_kernel_cache_dir();
+  // mode="max-autotune": also compile the other schedules worth trying
+  // (cuda_schedule_candidates), time them all on the first run's buffers and keep the
+  // fastest; the choice is stored in the disk cache, so a later process compiles only it.
+  bool autotune = false;
+};
+
+// One schedule of a kernel, compiled and loaded.
+struct CudaCompiledSchedule {
+  CudaSchedule schedule;
+  CudaKernelSource cuda;
+  void* function = nullptr;         // CUfunction
+  void* vector_function = nullptr;  // the vectorized variant, or nullptr
+  bool cache_hit = false;           // found loaded or on disk: no NVRTC
 };
 
 class CudaKernel final : public FusedKernel {
@@ -36,20 +54,36 @@ class CudaKernel final : public FusedKernel {
                 const std::vector<at::Tensor>& outputs) const override;
   bool fits(const at::Tensor& t, const graph::TensorMeta& meta) const override;
   const LoopKernel& loop_kernel() const override { return kernel_; }
-  std::string source() const override { return cuda_.source; }
+  std::string source() const override { return schedule_.cuda.source; }
   bool cache_hit() const override { return cache_hit_; }
-  const CudaLaunch& launch_shape() const { return cuda_.launch; }
+  const CudaLaunch& launch_shape() const { return schedule_.cuda.launch; }
   int device() const { return device_; }
+  // Under autotuning: "tuned: 256 threads a block (timings)", "tuned before: ..." (the
+  // disk cache), "one schedule: ..."; "" before the first run has timed the candidates, or
+  // without autotuning.
+  std::string tuning() const {
+    std::lock_guard<std::mutex> lock(tuning_mutex_);
+    return tuning_;
+  }
 
  private:
   CudaKernel() = default;
+  void launch(const CudaCompiledSchedule& schedule, std::vector<void*> pointers,
+              const c10::Stream& stream) const;
+  // Times every candidate on `pointers` (the first run's buffers) and keeps the fastest.
+  void tune(const std::vector<void*>& pointers, const c10::Stream& stream) const;
 
   LoopKernel kernel_;
-  CudaKernelSource cuda_;
-  void* function_ = nullptr;         // CUfunction
-  void* vector_function_ = nullptr;  // the vectorized variant, or nullptr
+  mutable CudaCompiledSchedule schedule_;  // the one launched (the tuned one, once chosen)
   int device_ = 0;
   bool cache_hit_ = false;
+  // Autotuning: the schedules still to time (the first is the lowering's own), what was
+  // decided, and where the decision is stored.
+  mutable std::mutex tuning_mutex_;
+  mutable std::vector<CudaCompiledSchedule> candidates_;
+  mutable std::string tuning_;
+  std::string tuning_key_;
+  std::string cache_dir_;
 };
 
 // NVRTC compilations this process ran for CudaKernel (cache misses), for tests.

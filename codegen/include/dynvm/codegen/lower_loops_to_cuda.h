@@ -52,10 +52,20 @@ struct CudaKernelSource {
   CudaLaunch launch;
 };
 
+// What a tuner may choose instead of the lowering's own heuristics (mode="max-autotune").
+struct CudaSchedule {
+  int block_threads = 0;  // threads per block, a multiple of 32 up to 1024; 0: the lowering's
+};
+
 // The kernel's parameters are its buffers in order (temps last, as declared), each a
 // pointer to the buffer's storage type (f16 and bf16 as 16-bit integers, bool as bool).
 // An op or shape the lowering cannot express is an Error.
-Expected<CudaKernelSource> lower_loops_to_cuda(const LoopKernel& kernel);
+Expected<CudaKernelSource> lower_loops_to_cuda(const LoopKernel& kernel,
+                                               const CudaSchedule& schedule = {});
+
+// The schedules worth timing against `chosen` (the lowering's own launch): half and twice
+// its block, where those are 32 to 1024 threads and the work fills them. Not `chosen`'s.
+std::vector<CudaSchedule> cuda_schedule_candidates(const CudaLaunch& chosen);
 
 // How groups are lowered for this target (lower_group's options), and the loop passes
 // (loop_pass_runner.h) run on them before lower_loops_to_cuda.
