@@ -258,6 +258,16 @@ void CudaKernel::launch(const CudaCompiledSchedule& schedule, std::vector<void*>
                                 at::TensorOptions().device(device).dtype(to_scalar_type(b.dtype))));
     pointers.push_back(scratch.back().data_ptr());
   }
+  if (launch.split_parts > 0) {
+    // Split rows: one partial per part, and per row a count of the parts done, from zero.
+    scratch.push_back(
+        at::empty({launch.iterations * launch.split_parts},
+                  at::TensorOptions().device(device).dtype(to_scalar_type(launch.split_type))));
+    pointers.push_back(scratch.back().data_ptr());
+    scratch.push_back(
+        at::zeros({launch.iterations}, at::TensorOptions().device(device).dtype(at::kInt)));
+    pointers.push_back(scratch.back().data_ptr());
+  }
   std::vector<void*> args;
   args.reserve(pointers.size());
   for (void*& p : pointers) args.push_back(&p);

@@ -31,6 +31,7 @@ std::string_view cuda_scheme_name(CudaScheme scheme) {
 }
 
 int64_t CudaLaunch::grid(bool vectorized) const {
+  if (split_parts > 0) return iterations * split_parts;  // every part its own block
   int64_t threads = vectorized && vector_lanes > 0 ? iterations / vector_lanes : iterations;
   int64_t wanted =
       scheme == CudaScheme::Flat ? (threads + block_threads - 1) / block_threads : iterations;
@@ -331,6 +332,15 @@ class Emitter {
             std::clamp<int64_t>((int64_t{1} << 24) / (temp_total * launch.block_threads), 1, 1024);
       }
     }
+    if (launch.scheme == CudaScheme::RowPerBlock && temp_total == 0) {
+      const LoopStmt* reduce = split_reduction(chain.back()->body);
+      if (reduce != nullptr) {
+        int64_t n = 1;
+        for (int64_t e : reduce->extents) n *= e;
+        launch.split_parts = split_parts(launch.iterations, n, launch.block_threads);
+        launch.split_type = reduce->type;
+      }
+    }
     launch_ = &launch;
     choose_index_type(launch);
 
@@ -365,6 +375,10 @@ class Emitter {
       out_ += (input ? "const " : "") + storage_ctype(b.dtype) + "* __restrict__ " + b.name +
               (b.role == BufferRole::Temp ? "_scratch" : "");
     }
+    if (launch.split_parts > 0) {
+      out_ += ", " + value_ctype(launch.split_type) +
+              "* __restrict__ split_partials, unsigned int* __restrict__ split_arrivals";
+    }
     out_ += ") {\n";
     indent_ = 1;
     body_start_ = out_.size();
@@ -387,6 +401,8 @@ class Emitter {
     } else if (launch.scheme == CudaScheme::Flat) {
       emit_flat(chain, "static_cast<" + idx_ + ">(blockIdx.x) * blockDim.x + threadIdx.x",
                 "static_cast<" + idx_ + ">(gridDim.x) * blockDim.x");
+    } else if (launch.split_parts > 0) {
+      emit_split_row(chain);
     } else {
       std::string row = "p" + std::to_string(chain.back()->vars[0]);
       line("for (" + idx_ + " " + row + " = blockIdx.x; " + row + " < " +
@@ -406,6 +422,102 @@ class Emitter {
     for (const std::string& decl : shared_) shared += "  " + decl + "\n";
     text.insert(body_start_, shared);
     return text;
+  }
+
+  // The row's one reduction when the row is worth splitting across blocks: its top level
+  // is instructions, then that reduction, then instructions and stores (so only the block
+  // that finishes the row needs to run what follows). nullptr otherwise.
+  static const LoopStmt* split_reduction(const LoopBlock& row) {
+    const LoopStmt* reduce = nullptr;
+    for (const auto& stmt : row) {
+      if (stmt->kind == LoopStmtKind::Reduce) {
+        if (reduce != nullptr || contains_reduce(stmt->body)) return nullptr;
+        reduce = stmt.get();
+      } else if (stmt->kind == LoopStmtKind::Store) {
+        if (reduce == nullptr) return nullptr;
+      } else if (stmt->kind != LoopStmtKind::Instr) {
+        return nullptr;
+      }
+    }
+    return reduce;
+  }
+
+  // Blocks per row for `rows` rows of `n` elements folded by blocks of `threads`: enough
+  // for about kSplitBlocks blocks in all, each folding at least 8 elements per thread; 0
+  // when the rows alone are many enough or a row is too short to share.
+  static int64_t split_parts(int64_t rows, int64_t n, int64_t threads) {
+    constexpr int64_t kSplitBlocks = 512;
+    if (rows * 4 > kSplitBlocks) return 0;
+    int64_t per_block = threads * 8;
+    int64_t parts = std::min(kSplitBlocks / rows, (n + per_block - 1) / per_block);
+    return parts >= 2 ? parts : 0;
+  }
+
+  // The row kernel with each row split across split_parts blocks (CudaLaunch::split_parts):
+  // block b folds part b % parts of row b / parts; the block that finishes a row last folds
+  // the row's partials and runs the rest of it.
+  void emit_split_row(const std::vector<const LoopStmt*>& chain) {
+    const std::string parts = std::to_string(launch_->split_parts);
+    std::string row = "p" + std::to_string(chain.back()->vars[0]);
+    line("const " + idx_ + " " + row + " = static_cast<" + idx_ + ">(blockIdx.x) / " + parts + ";");
+    line("const int part = static_cast<int>(blockIdx.x % " + parts + ");");
+    emit_chain_prologue(row, chain);
+    for (const auto& stmt : chain.back()->body) {
+      if (stmt->kind != LoopStmtKind::Reduce) {
+        emit_stmt(*stmt, Mode::Block);
+        continue;
+      }
+      const LoopStmt& s = *stmt;
+      std::string ct = value_ctype(s.type);
+      std::string acc = "acc" + std::to_string(s.result);
+      std::string identity = reduce_identity(s.reduce, s.type);
+      int64_t n = 1;
+      for (int64_t e : s.extents) n *= e;
+      std::string threads = std::to_string(launch_->block_threads);
+      line(ct + " " + acc + " = " + identity + ";");
+      std::string flat = "f" + std::to_string(s.result);
+      line("for (" + idx_ + " " + flat + " = part * " + threads + " + threadIdx.x; " + flat +
+           " < " + std::to_string(n) + "; " + flat +
+           " += " + std::to_string(launch_->split_parts * launch_->block_threads) + ") {");
+      ++indent_;
+      split_flat(flat, s.vars, s.extents);
+      emit_block(s.body, Mode::Thread);
+      line(acc + " = " + combine(s.reduce, s.type, acc, name(s.yield)) + ";");
+      --indent_;
+      line("}");
+      std::string shared = "red" + std::to_string(s.result);
+      std::string last = "last" + std::to_string(s.result);
+      shared_.push_back("__shared__ " + ct + " " + shared + "[32];");
+      shared_.push_back("__shared__ bool " + last + ";");
+      std::string functor = op_functor(s.reduce, s.type);
+      std::string partial = "part" + std::to_string(s.result);
+      line("const " + ct + " " + partial + " = dv_block_reduce(" + acc + ", " + functor + ", " +
+           identity + ", " + shared + ");");
+      line("if (threadIdx.x == 0) {");
+      ++indent_;
+      line("split_partials[" + row + " * " + parts + " + part] = " + partial + ";");
+      line("__threadfence();");
+      line(last + " = atomicAdd(&split_arrivals[" + row + "], 1u) == " + parts + "u - 1u;");
+      --indent_;
+      line("}");
+      line("__syncthreads();");
+      line("if (!" + last + ") return;");
+      line("__threadfence();");
+      std::string folded = "all" + std::to_string(s.result);
+      line(ct + " " + folded + " = " + identity + ";");
+      line("for (int j = threadIdx.x; j < " + parts + "; j += " + threads + ") {");
+      ++indent_;
+      line(folded + " = " +
+           combine(s.reduce, s.type, folded,
+                   "static_cast<const volatile " + ct + "*>(split_partials)[" + row + " * " +
+                       parts + " + j]") +
+           ";");
+      --indent_;
+      line("}");
+      value_type_.at(static_cast<size_t>(s.result)) = s.type;
+      line("const " + ct + " " + name(s.result) + " = dv_block_reduce(" + folded + ", " + functor +
+           ", " + identity + ", " + shared + ");");
+    }
   }
 
   // kLanes when the flat kernel can also run kLanes contiguous iterations per thread with
@@ -1334,6 +1446,10 @@ std::string describe(const CudaLaunch& launch) {
          std::to_string(launch.block_threads) + " threads, " + std::to_string(launch.iterations) +
          (launch.scheme == CudaScheme::Flat ? " iterations" : " rows") + ", grid " +
          std::to_string(launch.grid()) + ", temps per slot [" + temps + "]" +
+         (launch.split_parts > 0
+              ? ", rows split in " + std::to_string(launch.split_parts) + " parts (" +
+                    std::string(graph::dtype_name(launch.split_type)) + " partials)"
+              : "") +
          (launch.vector_lanes > 0 ? ", vectorized variant: " + std::to_string(launch.vector_lanes) +
                                         " lanes, grid " + std::to_string(launch.grid(true))
                                   : "");

@@ -113,6 +113,24 @@ def test_rows_read_four_elements_at_a_time(dtype, offset):
                         atol=tol, rtol=tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_few_long_rows_are_split_across_blocks(dtype):
+    # A sum over everything (one row of 900000) and per-row reductions of 3 rows: each row
+    # is split across blocks whose partials the last block to finish folds
+    # (tests/data/codegen_cuda/split_*.txt). Run twice: the per-row counters start at zero
+    # on every launch.
+    def f(x):
+        return x.sum() * 2, x.amax(-1), x.abs().sum(-1, keepdim=True) + 1
+
+    if dtype.is_floating_point:
+        x = randn(3, 300000, dtype=dtype)
+        tol = 1e-4 if dtype == torch.float32 else 2e-2
+    else:
+        x = torch.randint(-1000, 1000, (3, 300000), device="cuda", dtype=dtype)
+        tol = 0
+    compile_and_compare(f, x, atol=tol, rtol=tol)
+
+
 def test_var_mean_and_nan_propagation():
     def f(x):
         v, m = torch.var_mean(x, -1)

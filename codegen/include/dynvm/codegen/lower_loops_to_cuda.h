@@ -42,6 +42,14 @@ struct CudaLaunch {
   // their element size; otherwise the scalar kernel runs. 0: no vectorized variant.
   int vector_lanes = 0;
   std::vector<int> vector_buffers;
+  // Few long rows with one reduction each (a full sum, a norm): each row is split across
+  // `split_parts` blocks, which fold their parts into `split_parts` partials per row; the
+  // last block of a row to finish (counted in `arrivals`) folds the partials and runs the
+  // rest of the row. The caller passes two more pointers after the temps: the partials
+  // (rows times split_parts values of `split_type`) and the arrivals (rows unsigned 32-bit
+  // counters, zero before the launch). 0: rows are not split.
+  int64_t split_parts = 0;
+  graph::DType split_type = graph::DType::Float32;
   int64_t grid(bool vectorized = false) const;  // blocks to launch
   int64_t scratch_slots() const;                // slots the temporaries need
 };
