@@ -6,7 +6,9 @@ on the memory-bound workloads of the CUDA issue:
 - layer_norm(x + r) on 8192x4096;
 - softmax(x * 0.125, -1) on 64x1024x1024;
 - RMSNorm on 8192x4096;
-- bias + gelu after a Linear (4096x4096 @ 4096x4096, float32).
+- bias + gelu after a Linear (4096x4096 @ 4096x4096, float32);
+- beyond the issue's list: a mean squared error over 64M float32 values (one reduction
+  over everything, which dynvm splits across blocks).
 
 Each figure is the median of CUDA-event timed loops (100 calls per loop, 5 loops) after
 warm-up, in microseconds per call. "dv/eager" and "dv/ind" are time ratios (below 1:
@@ -51,6 +53,10 @@ def linear_bias_gelu(x, weight, bias):
     return F.gelu(x @ weight.t() + bias, approximate="tanh")
 
 
+def mse(x, y):
+    return ((x - y) ** 2).mean()
+
+
 def workloads():
     dev = "cuda"
     g = torch.Generator(device=dev).manual_seed(0)
@@ -73,6 +79,7 @@ def workloads():
          2 * 8192 * 4096 * f32),
         ("linear + bias + gelu 4096", linear_bias_gelu, (x_lin, w_lin, b_lin),
          None),
+        ("mse loss 64M", mse, (randn(n), randn(n)), 2 * n * f32),
     ]
 
 
