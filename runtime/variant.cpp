@@ -13,6 +13,7 @@
 #include "dynvm/runtime/compiled_function.h"
 #include "dynvm/runtime/cuda_graph_replay.h"
 #include "dynvm/runtime/frame_hook.h"
+#include "dynvm/runtime/recomputed_backward.h"
 #include "dynvm/vm/source_resolver.h"
 
 namespace dynvm::runtime {
@@ -99,6 +100,8 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
     if ((mode == "reduce-overhead" || mode == "max-autotune") && v->trace_.graph.num_nodes() > 0) {
       v->cuda_graph_why_not_ = backend != "dynvm"
                                    ? "backend '" + backend + "' runs the graph op by op"
+                               : v->executor_->records_autograd()
+                                   ? "autograd records the graph (an input requires grad)"
                                    : CudaGraphReplay::why_not(v->trace_.graph, *v->executor_);
       if (v->cuda_graph_why_not_.empty()) {
         std::vector<bool> in_place;
@@ -109,8 +112,9 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
                                                            std::move(in_place), where);
       }
     }
-    // A CUDA graph's run goes through run_graph, not the guards' native function.
-    if (policy.run && bindable && !v->cuda_graph_) {
+    // A CUDA graph's run, and one autograd records, go through run_graph, not the guards'
+    // native function.
+    if (policy.run && bindable && !v->cuda_graph_ && !v->executor_->records_autograd()) {
       v->glue_run_.graph = v->executor_.get();
       v->glue_run_.pack = packable(v->trace_) ? &v->trace_.output : nullptr;
     }
@@ -410,7 +414,13 @@ bool Variant::run_graph(const vm::FrameInputs& inputs, const GlueValues* checked
     }
   }
   try {
-    *outputs = cuda_graph_ ? cuda_graph_->run(tensors) : executor_->run(tensors);
+    if (cuda_graph_) {
+      *outputs = cuda_graph_->run(tensors);
+    } else if (executor_->records_autograd()) {
+      *outputs = run_with_recomputed_backward(*executor_, tensors);
+    } else {
+      *outputs = executor_->run(tensors);
+    }
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return false;

@@ -21,6 +21,7 @@
 #include "dynvm/graph/fusion_pipeline.h"
 #include "dynvm/graph/graph_dot.h"
 #include "dynvm/graph/memory_planning.h"
+#include "dynvm/graph/op_properties.h"
 
 namespace dynvm::codegen {
 
@@ -217,12 +218,49 @@ std::vector<CompiledGroup> compile_cuda_groups(const std::vector<graph::Graph>& 
 
 }  // namespace
 
+// Why a graph that autograd records cannot have its backward recompute it, or "": it writes
+// an input or a buffer (the recomputation would write again), draws random numbers (the
+// recomputation would draw others), changes grad mode, or returns a view of an input.
+std::string why_not_recomputable(const graph::Graph& graph) {
+  for (const graph::Node* node : graph.nodes()) {
+    if (node->op() == "dynvm::set_grad_enabled") return "it changes grad mode";
+    if (graph::node_may_write(*node)) return "it writes " + std::string(node->op()) + "'s input";
+    if (graph::op_properties(node->op()).random) return "it draws random numbers";
+  }
+  for (const graph::Value* out : graph.outputs()) {
+    const graph::Value* v = out;
+    while (v->producer() != nullptr &&
+           graph::op_properties(v->producer()->op()).may_alias_input() &&
+           !v->producer()->input_values().empty()) {
+      v = v->producer()->input_values()[0];
+    }
+    if (v->is_input() && v->kind() == graph::ValueKind::Tensor) {
+      return "it returns an input or a view of one";
+    }
+  }
+  return "";
+}
+
 Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph& graph,
                                                               const std::string& backend,
                                                               bool grad_enabled, bool autotune) {
   std::unique_ptr<CompiledGraph> compiled(new CompiledGraph());
   if (backend == "dynvm") {
     compiled->why_not_fused_ = graph.num_nodes() == 0 ? "" : unfusable(graph, grad_enabled);
+    if (!compiled->why_not_fused_.empty() && unfusable(graph, false).empty()) {
+      // Only autograd stands in the way: fused anyway when the backward can recompute the
+      // graph (runtime/recomputed_backward.h).
+      std::string why = why_not_recomputable(graph);
+      if (why.empty()) {
+        auto recorded = AtenExecutor::build(graph);
+        if (!recorded) return recorded.error();
+        compiled->recorded_ = std::move(recorded).value();
+        compiled->records_autograd_ = true;
+        compiled->why_not_fused_.clear();
+      } else {
+        compiled->why_not_fused_ += " and its backward cannot recompute it: " + why;
+      }
+    }
     if (graph.num_nodes() > 0 && compiled->why_not_fused_.empty()) {
       auto program = graph::lower_for_fusion(graph.clone());
       if (!program) {
@@ -298,6 +336,11 @@ std::vector<size_t> CompiledGraph::written_inputs() const {
 
 bool CompiledGraph::runs_op_by_op(const std::vector<at::Tensor>& inputs) const {
   return alias_fallback_ && inputs_overlap(inputs, alias_fallback_->mutated_inputs);
+}
+
+std::vector<at::Tensor> CompiledGraph::run_recording_autograd(
+    const std::vector<at::Tensor>& inputs) const {
+  return recorded_ ? recorded_->run(inputs) : run(inputs);
 }
 
 std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs) const {

@@ -46,8 +46,17 @@ class CompiledGraph {
   CompiledGraph(const CompiledGraph&) = delete;
   CompiledGraph& operator=(const CompiledGraph&) = delete;
 
-  // Same contract as AtenExecutor::run.
+  // Same contract as AtenExecutor::run. For a graph that records_autograd(), the fused run
+  // records nothing: the runtime wraps it in an autograd node (recomputed_backward.h).
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+
+  // A graph that autograd records (an input requires grad under grad mode) and that is
+  // fused all the same: it writes no input, draws no random number, keeps grad mode as it
+  // is, and returns no view of an input, so its backward can recompute it. run() gives its
+  // values; run_recording_autograd() runs the graph as traced, op by op, with autograd
+  // recording (what the backward differentiates).
+  bool records_autograd() const { return records_autograd_; }
+  std::vector<at::Tensor> run_recording_autograd(const std::vector<at::Tensor>& inputs) const;
 
   // The graph went through the passes (functionalized, fused, planned): its only writes
   // into inputs are those of written_inputs(). False when it runs op by op (why_not_fused).
@@ -95,6 +104,8 @@ class CompiledGraph {
   std::unique_ptr<Program> program_;
   size_t group_count_ = 0;
   std::string why_not_fused_;
+  bool records_autograd_ = false;
+  std::unique_ptr<AtenExecutor> recorded_;  // records_autograd_: the graph as traced
 };
 
 }  // namespace dynvm::codegen

@@ -1,0 +1,97 @@
+// The autograd node of a fused graph: forward through the kernels, backward by recomputing
+// the traced graph with autograd recording (recomputed_backward.h).
+#include "dynvm/runtime/recomputed_backward.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cstdint>
+#include <stdexcept>
+
+#include "dynvm/codegen/compiled_graph.h"
+
+namespace dynvm::runtime {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Named outside an anonymous namespace: its name is the node's in grad_fn.name().
+struct RecomputedGraph : public torch::autograd::Function<RecomputedGraph> {
+  // `inputs` as a TensorList: apply() counts each of its tensors as an input of the node.
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, int64_t graph) {
+    const auto* compiled = reinterpret_cast<const codegen::CompiledGraph*>(graph);
+    ctx->saved_data["graph"] = graph;
+    ctx->save_for_backward(inputs.vec());
+    ctx->set_materialize_grads(false);
+    variable_list outputs = compiled->run(inputs.vec());
+    variable_list constant;
+    for (const at::Tensor& t : outputs) {
+      if (t.defined() && !at::isFloatingType(t.scalar_type()) &&
+          !at::isComplexType(t.scalar_type())) {
+        constant.push_back(t);
+      }
+    }
+    if (!constant.empty()) ctx->mark_non_differentiable(constant);
+    return outputs;
+  }
+
+  static variable_list backward(AutogradContext* ctx, const variable_list& grad_outputs) {
+    if (c10::GradMode::is_enabled()) {
+      throw std::runtime_error(
+          "dynvm: a compiled graph's backward is not differentiable: double backward "
+          "(create_graph=True) through it is not supported yet; compile the function with "
+          "backend=\"eager\", or call it outside dynvm, to differentiate twice");
+    }
+    const auto* compiled =
+        reinterpret_cast<const codegen::CompiledGraph*>(ctx->saved_data["graph"].toInt());
+    variable_list saved = ctx->get_saved_variables();
+    variable_list leaves;
+    std::vector<size_t> wanted;  // inputs that get a gradient
+    for (size_t i = 0; i < saved.size(); ++i) {
+      if (saved[i].defined() && saved[i].requires_grad()) {
+        leaves.push_back(saved[i].detach().requires_grad_(true));
+        wanted.push_back(i);
+      } else {
+        leaves.push_back(saved[i].defined() ? saved[i].detach() : saved[i]);
+      }
+    }
+    variable_list outputs;
+    {
+      // The graph holds autocast's casts already: autocast must not add its own.
+      c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+      at::AutoGradMode record(true);
+      outputs = compiled->run_recording_autograd(leaves);
+    }
+    variable_list roots;
+    variable_list seeds;
+    for (size_t o = 0; o < outputs.size() && o < grad_outputs.size(); ++o) {
+      if (grad_outputs[o].defined() && outputs[o].defined() && outputs[o].requires_grad()) {
+        roots.push_back(outputs[o]);
+        seeds.push_back(grad_outputs[o]);
+      }
+    }
+    variable_list grads(saved.size() + 1);  // the last: the graph pointer's, none
+    if (roots.empty() || wanted.empty()) return grads;
+    variable_list targets;
+    for (size_t i : wanted) targets.push_back(leaves[i]);
+    variable_list found = torch::autograd::grad(roots, targets, seeds, /*retain_graph=*/false,
+                                                /*create_graph=*/false, /*allow_unused=*/true);
+    for (size_t k = 0; k < wanted.size(); ++k) grads[wanted[k]] = found[k];
+    return grads;
+  }
+};
+
+std::vector<at::Tensor> run_with_recomputed_backward(const codegen::CompiledGraph& graph,
+                                                     const std::vector<at::Tensor>& inputs) {
+  bool records = c10::GradMode::is_enabled();
+
+  bool any = false;
+  for (const at::Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
+  if (!records || !any) return graph.run(inputs);
+  return RecomputedGraph::apply(at::TensorList(inputs), reinterpret_cast<int64_t>(&graph));
+}
+
+}  // namespace dynvm::runtime

@@ -1,0 +1,131 @@
+"""Graphs that autograd records, fused all the same (runtime/recomputed_backward.h): the
+forward runs the fused kernels and records one autograd node per call; its backward
+recomputes the graph as traced, op by op with autograd recording, and differentiates it.
+Gradients, hooks, retain_graph and non-differentiable outputs behave as in eager;
+double backward raises; graphs whose recomputation would differ (they write a buffer or
+draw random numbers) run op by op as before. These run on the CPU target."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import dynvm
+from conftest import needs_codegen
+
+pytestmark = needs_codegen
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 4))
+
+
+def test_training_steps_match_eager():
+    model = mlp()
+    reference = copy.deepcopy(model)
+    fast = dynvm.compile(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    for step in range(4):
+        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(step))
+        loss = fast(x).square().mean()
+        ref_loss = reference(x).square().mean()
+        torch.testing.assert_close(loss, ref_loss)
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        loss.backward()
+        ref_loss.backward()
+        for p, q in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+        opt.step()
+        ref_opt.step()
+    assert dynvm.counters["kernels"] > 0  # the forward ran fused kernels
+    assert dynvm.counters["graph_failures"] == 0
+
+
+def test_inference_without_no_grad_runs_fused_kernels():
+    model = mlp()
+    dynvm.reset()
+    fast = dynvm.compile(model)
+    x = torch.randn(8, 16)
+    y = fast(x)
+    assert y.requires_grad and "RecomputedGraph" in y.grad_fn.name()
+    torch.testing.assert_close(y, model(x))
+    assert dynvm.counters["kernels"] > 0
+
+
+def test_gradients_of_inputs_hooks_and_retain_graph():
+    w = torch.randn(6, 6, requires_grad=True)
+
+    def f(x):
+        return torch.tanh(x @ w) * 2 + x
+
+    x = torch.randn(3, 6, requires_grad=True)
+    x2 = x.detach().requires_grad_(True)
+    want_x, want_w = torch.autograd.grad(f(x2).sum(), (x2, w))
+    calls = []
+    w.register_hook(lambda g: calls.append(g.clone()))
+    fast = dynvm.compile(f)
+    y = fast(x)
+    gx, gw = torch.autograd.grad(y.sum(), (x, w), retain_graph=True)
+    torch.testing.assert_close(gx, want_x)
+    torch.testing.assert_close(gw, want_w)
+    assert len(calls) == 1
+    # The node kept what it saved (retain_graph): a second backward accumulates into .grad.
+    y.sum().backward()
+    torch.testing.assert_close(w.grad, want_w)
+    assert len(calls) == 2
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.sum().backward()
+
+
+def test_outputs_that_are_not_differentiable():
+    w = torch.randn(5, requires_grad=True)
+    fast = dynvm.compile(lambda x: ((x * w).sum(-1), x * w > 0))
+    value, mask = fast(torch.randn(4, 5))
+    assert value.requires_grad and not mask.requires_grad and mask.dtype == torch.bool
+    value.sum().backward()
+    assert w.grad is not None
+
+
+def test_an_input_that_does_not_require_grad_gets_none():
+    w = torch.randn(5, requires_grad=True)
+    b = torch.randn(5)
+    fast = dynvm.compile(lambda x: torch.sigmoid(x * w + b))
+    fast(torch.randn(2, 5)).sum().backward()
+    assert w.grad is not None and b.grad is None
+
+
+def test_double_backward_raises_instead_of_a_wrong_gradient():
+    w = torch.randn(4, 4, requires_grad=True)
+    fast = dynvm.compile(lambda x: torch.tanh(x @ w))
+    y = fast(torch.randn(2, 4))
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(y.sum(), w, create_graph=True)
+
+
+@pytest.mark.parametrize("layer", ["batch_norm", "dropout"])
+def test_graphs_the_backward_cannot_recompute_run_op_by_op(layer):
+    # Batch norm in training writes its running statistics and dropout draws random
+    # numbers: recomputing them would write again or draw other masks.
+    torch.manual_seed(0)
+    extra = nn.BatchNorm1d(8) if layer == "batch_norm" else nn.Dropout(0.5)
+    model = nn.Sequential(nn.Linear(8, 8), extra, nn.ReLU()).train()
+    reference = copy.deepcopy(model)
+    dynvm.reset()
+    fast = dynvm.compile(model)
+    x = torch.randn(4, 8)
+    torch.manual_seed(1)
+    y = fast(x)
+    torch.manual_seed(1)
+    want = reference(x)
+    torch.testing.assert_close(y, want)
+    y.sum().backward()
+    want.sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+    assert "RecomputedGraph" not in y.grad_fn.name()
+    if layer == "batch_norm":
+        torch.testing.assert_close(model[1].running_mean, reference[1].running_mean)
