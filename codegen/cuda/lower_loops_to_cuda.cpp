@@ -615,6 +615,20 @@ class Emitter {
     return vector_access_.empty() ? 0 : kLanes;
   }
 
+  // A lane array for `lanes` elements of `dtype`, aligned for one vector access.
+  void declare_lane_array(const std::string& array, DType dtype, int lanes) {
+    int bytes = graph::dtype_itemsize(dtype) * lanes;
+    line("alignas(" + std::to_string(bytes) + ") " + storage_ctype(dtype) + " " + array + "[" +
+         std::to_string(lanes) + "];");
+  }
+
+  // One vector access copying `bytes` from `source` to `destination` (pointers or arrays).
+  static std::string vector_copy(const std::string& destination, const std::string& source,
+                                 int bytes) {
+    return "*reinterpret_cast<" + vector_type(bytes) + "*>(" + destination +
+           ") = *reinterpret_cast<const " + vector_type(bytes) + "*>(" + source + ");";
+  }
+
   static std::string vector_type(int bytes) {
     switch (bytes) {
       case 16:
@@ -655,11 +669,9 @@ class Emitter {
         int bytes = graph::dtype_itemsize(b.dtype) * kLanes;
         std::string array = (load ? "ld" : "st") + std::to_string(count++);
         lane_access_[stmt.get()] = array;
-        line("alignas(" + std::to_string(bytes) + ") " + storage_ctype(b.dtype) + " " + array +
-             "[" + std::to_string(kLanes) + "];");
+        declare_lane_array(array, b.dtype, kLanes);
         if (load) {
-          line("*reinterpret_cast<" + vector_type(bytes) + "*>(" + array +
-               ") = *reinterpret_cast<const " + vector_type(bytes) + "*>(" + address(*stmt) + ");");
+          line(vector_copy(array, address(*stmt), bytes));
         } else {
           stores.push_back(stmt.get());
         }
@@ -677,9 +689,7 @@ class Emitter {
     for (const LoopStmt* stmt : stores) {
       const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(stmt->buffer));
       int bytes = graph::dtype_itemsize(b.dtype) * kLanes;
-      line("*reinterpret_cast<" + vector_type(bytes) + "*>(" + address(*stmt) +
-           ") = *reinterpret_cast<const " + vector_type(bytes) + "*>(" + lane_access_.at(stmt) +
-           ");");
+      line(vector_copy(address(*stmt), lane_access_.at(stmt), bytes));
     }
     lane_access_.clear();
     --indent_;
@@ -885,6 +895,22 @@ class Emitter {
       line("if (" + e + " < " + std::to_string(persistent_n_) + ") {");
       ++indent_;
     }
+    std::set<std::string> touched = emit_persistent_element(e, loop, chain, body);
+    if (guard) {
+      --indent_;
+      line("}");
+    }
+    --indent_;
+    line("}");
+    filled_.insert(touched.begin(), touched.end());
+  }
+
+  // One element `e` of a persistent row's loop: its loop variables, then `body` with the
+  // register arrays it fills collected (returned).
+  template <typename Body>
+  std::set<std::string> emit_persistent_element(const std::string& e, const RowLoop& loop,
+                                                const std::vector<const LoopStmt*>* chain,
+                                                Body body) {
     if (chain != nullptr) {
       emit_chain_prologue(e, *chain);
     } else {
@@ -894,13 +920,7 @@ class Emitter {
     in_persistent_loop_ = &touched;
     body();
     in_persistent_loop_ = nullptr;
-    if (guard) {
-      --indent_;
-      line("}");
-    }
-    --indent_;
-    line("}");
-    filled_.insert(touched.begin(), touched.end());
+    return touched;
   }
 
   // emit_persistent_loop in the row kernel's vector variant (row_vector_lanes): each
@@ -942,11 +962,9 @@ class Emitter {
       std::string array = (load ? "ld" : "st") + std::to_string(lane_arrays_++);
       lane_access_[stmt] = array;
       mine.push_back(stmt);
-      line("alignas(" + std::to_string(bytes) + ") " + storage_ctype(b.dtype) + " " + array + "[" +
-           lanes + "];");
+      declare_lane_array(array, b.dtype, row_lanes_);
       if (load) {
-        line("*reinterpret_cast<" + vector_type(bytes) + "*>(" + array +
-             ") = *reinterpret_cast<const " + vector_type(bytes) + "*>(" + address(*stmt) + ");");
+        line(vector_copy(array, address(*stmt), bytes));
       } else {
         stores.push_back(stmt);
       }
@@ -957,23 +975,13 @@ class Emitter {
     line("const int kk = q * " + lanes + " + lane;");
     std::string e = "e" + std::to_string(var);
     line("const " + idx_ + " " + e + " = " + group + " + lane;");
-    if (chain != nullptr) {
-      emit_chain_prologue(e, *chain);
-    } else {
-      split_flat(e, loop.vars, loop.extents);
-    }
-    std::set<std::string> touched;
-    in_persistent_loop_ = &touched;
-    body();
-    in_persistent_loop_ = nullptr;
+    std::set<std::string> touched = emit_persistent_element(e, loop, chain, body);
     --indent_;
     line("}");
     for (const LoopStmt* stmt : stores) {
       const LoopBuffer& b = k_.buffers.at(static_cast<size_t>(stmt->buffer));
       int bytes = graph::dtype_itemsize(b.dtype) * row_lanes_;
-      line("*reinterpret_cast<" + vector_type(bytes) + "*>(" + address(*stmt) +
-           ") = *reinterpret_cast<const " + vector_type(bytes) + "*>(" + lane_access_.at(stmt) +
-           ");");
+      line(vector_copy(address(*stmt), lane_access_.at(stmt), bytes));
     }
     for (const LoopStmt* stmt : mine) lane_access_.erase(stmt);
     --indent_;

@@ -55,6 +55,18 @@ PyObject* module_dis_json(PyObject*, PyObject* code) {
   return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
 }
 
+// Appends `item` (a new reference, nullptr after a failed build) to `list`; on failure
+// drops both and returns false, the Python error set.
+bool append_new(PyObject* list, PyObject* item) {
+  if (item == nullptr || PyList_Append(list, item) < 0) {
+    Py_XDECREF(item);
+    Py_DECREF(list);
+    return false;
+  }
+  Py_DECREF(item);
+  return true;
+}
+
 // targets() -> list of dicts: each code-generation target, whether it is built and usable
 // on this machine, and why not.
 PyObject* module_targets(PyObject*, PyObject*) {
@@ -65,12 +77,7 @@ PyObject* module_targets(PyObject*, PyObject*) {
                                    t.built ? Py_True : Py_False, "usable",
                                    t.usable ? Py_True : Py_False, "toolchain", t.toolchain.c_str(),
                                    "why_not", (t.built ? t.why_unusable : t.why_not).c_str());
-    if (item == nullptr || PyList_Append(list, item) < 0) {
-      Py_XDECREF(item);
-      Py_DECREF(list);
-      return nullptr;
-    }
-    Py_DECREF(item);
+    if (!append_new(list, item)) return nullptr;
   }
   return list;
 }
@@ -90,12 +97,7 @@ PyObject* module_primitive_ops(PyObject*, PyObject*) {
   for (std::string_view op : dynvm::graph::primitive_ops()) {
     std::string_view kind = dynvm::graph::primitive_kind_name(dynvm::graph::primitive_kind(op));
     PyObject* item = Py_BuildValue("(ss)", std::string(op).c_str(), std::string(kind).c_str());
-    if (item == nullptr || PyList_Append(list, item) < 0) {
-      Py_XDECREF(item);
-      Py_DECREF(list);
-      return nullptr;
-    }
-    Py_DECREF(item);
+    if (!append_new(list, item)) return nullptr;
   }
   return list;
 }

@@ -114,21 +114,27 @@ def test_compiled_attention_equals_eager(name):
     assert dynvm.counters["graph_failures"] == 0
 
 
-def test_the_rewrite_shows_in_the_graph_dump():
+def graph_log(body, dtype="torch.float32"):
+    """DYNVM_LOGS=graph of compiling `def f(q, k, v): <body>` on [2, 4, 16, 8] tensors."""
     result = run_python(
         "import math, torch, dynvm\n"
         "def f(q, k, v):\n"
-        "    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8), -1) @ v\n"
-        "q = torch.randn(2, 4, 16, 8)\n"
+        f"    {body}\n"
+        f"q = torch.randn(2, 4, 16, 8, dtype={dtype})\n"
         "with torch.no_grad():\n"
         "    dynvm.compile(f)(q, q + 1, q - 1)\n",
         DYNVM_LOGS="graph",
     )
     assert result.returncode == 0, result.stderr
-    after = result.stderr.split("after attention", 1)[1].split("after decompose", 1)[0]
+    return result.stderr
+
+
+def test_the_rewrite_shows_in_the_graph_dump():
+    log = graph_log("return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8), -1) @ v")
+    after = log.split("after attention", 1)[1].split("after decompose", 1)[0]
     assert "aten::scaled_dot_product_attention(%q, %" in after
     assert "scale=0.35355" in after
-    final = result.stderr.rsplit("after dce", 1)[1]
+    final = log.rsplit("after dce", 1)[1]
     assert "aten::bmm" not in final.split("# groups", 1)[0]
 
 
@@ -136,18 +142,9 @@ def test_the_rewrite_shows_in_the_graph_dump():
 def test_a_float32_softmax_between_casts_is_rewritten(form):
     softmax = ("torch.softmax(s.float(), -1)" if form == "scores.float()"
                else "torch.softmax(s, -1, dtype=torch.float32)")
-    result = run_python(
-        "import torch, dynvm\n"
-        "def f(q, k, v):\n"
-        "    s = q @ k.transpose(-2, -1) * 0.125\n"
-        f"    return {softmax}.to(q.dtype) @ v\n"
-        "q = torch.randn(2, 4, 16, 8, dtype=torch.bfloat16)\n"
-        "with torch.no_grad():\n"
-        "    dynvm.compile(f)(q, q + 1, q - 1)\n",
-        DYNVM_LOGS="graph",
-    )
-    assert result.returncode == 0, result.stderr
-    after = result.stderr.split("after attention", 1)[1].split("before decompose", 1)[0]
+    log = graph_log(f"s = q @ k.transpose(-2, -1) * 0.125; return {softmax}.to(q.dtype) @ v",
+                    dtype="torch.bfloat16")
+    after = log.split("after attention", 1)[1].split("before decompose", 1)[0]
     assert "aten::scaled_dot_product_attention(%q, %" in after
     assert "aten::_softmax" not in after and "aten::softmax" not in after
 
