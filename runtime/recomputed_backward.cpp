@@ -9,7 +9,9 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include "dynvm/codegen/compiled_graph.h"
 
@@ -18,12 +20,23 @@ namespace dynvm::runtime {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+namespace {
+
+// The compiled graph, held by the node's saved data for its backward.
+struct GraphHolder : public torch::CustomClassHolder {
+  explicit GraphHolder(std::shared_ptr<const codegen::CompiledGraph> g) : graph(std::move(g)) {}
+  std::shared_ptr<const codegen::CompiledGraph> graph;
+};
+
+}  // namespace
+
 // Named outside an anonymous namespace: its name is the node's in grad_fn.name().
 struct RecomputedGraph : public torch::autograd::Function<RecomputedGraph> {
   // `inputs` as a TensorList: apply() counts each of its tensors as an input of the node.
-  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, int64_t graph) {
-    const auto* compiled = reinterpret_cast<const codegen::CompiledGraph*>(graph);
-    ctx->saved_data["graph"] = graph;
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
+                               const c10::intrusive_ptr<GraphHolder>& holder) {
+    const codegen::CompiledGraph* compiled = holder->graph.get();
+    ctx->saved_data["graph"] = c10::IValue::make_capsule(holder);
     ctx->save_for_backward(inputs.vec());
     ctx->set_materialize_grads(false);
     variable_list outputs = compiled->run(inputs.vec());
@@ -45,8 +58,9 @@ struct RecomputedGraph : public torch::autograd::Function<RecomputedGraph> {
           "(create_graph=True) through it is not supported yet; compile the function with "
           "backend=\"eager\", or call it outside dynvm, to differentiate twice");
     }
-    const auto* compiled =
-        reinterpret_cast<const codegen::CompiledGraph*>(ctx->saved_data["graph"].toInt());
+    auto holder =
+        c10::static_intrusive_pointer_cast<GraphHolder>(ctx->saved_data["graph"].toCapsule());
+    const codegen::CompiledGraph* compiled = holder->graph.get();
     variable_list saved = ctx->get_saved_variables();
     variable_list leaves;
     std::vector<size_t> wanted;  // inputs that get a gradient
@@ -73,7 +87,7 @@ struct RecomputedGraph : public torch::autograd::Function<RecomputedGraph> {
         seeds.push_back(grad_outputs[o]);
       }
     }
-    variable_list grads(saved.size() + 1);  // the last: the graph pointer's, none
+    variable_list grads(saved.size() + 1);  // the last: the holder's, none
     if (roots.empty() || wanted.empty()) return grads;
     variable_list targets;
     for (size_t i : wanted) targets.push_back(leaves[i]);
@@ -84,14 +98,13 @@ struct RecomputedGraph : public torch::autograd::Function<RecomputedGraph> {
   }
 };
 
-std::vector<at::Tensor> run_with_recomputed_backward(const codegen::CompiledGraph& graph,
-                                                     const std::vector<at::Tensor>& inputs) {
-  bool records = c10::GradMode::is_enabled();
-
+std::vector<at::Tensor> run_with_recomputed_backward(
+    const std::shared_ptr<const codegen::CompiledGraph>& graph,
+    const std::vector<at::Tensor>& inputs) {
   bool any = false;
   for (const at::Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
-  if (!records || !any) return graph.run(inputs);
-  return RecomputedGraph::apply(at::TensorList(inputs), reinterpret_cast<int64_t>(&graph));
+  if (!c10::GradMode::is_enabled() || !any) return graph->run(inputs);
+  return RecomputedGraph::apply(at::TensorList(inputs), c10::make_intrusive<GraphHolder>(graph));
 }
 
 }  // namespace dynvm::runtime

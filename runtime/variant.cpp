@@ -417,7 +417,7 @@ bool Variant::run_graph(const vm::FrameInputs& inputs, const GlueValues* checked
     if (cuda_graph_) {
       *outputs = cuda_graph_->run(tensors);
     } else if (executor_->records_autograd()) {
-      *outputs = run_with_recomputed_backward(*executor_, tensors);
+      *outputs = run_with_recomputed_backward(executor_, tensors);
     } else {
       *outputs = executor_->run(tensors);
     }

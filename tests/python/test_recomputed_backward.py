@@ -129,3 +129,16 @@ def test_graphs_the_backward_cannot_recompute_run_op_by_op(layer):
     assert "RecomputedGraph" not in y.grad_fn.name()
     if layer == "batch_norm":
         torch.testing.assert_close(model[1].running_mean, reference[1].running_mean)
+
+
+def test_backward_after_the_variant_is_dropped():
+    # The node holds the compiled graph: dynvm.reset() between forward and backward drops
+    # the variant, not what the backward recomputes.
+    w = torch.randn(5, 5, requires_grad=True)
+    fast = dynvm.compile(lambda x: torch.tanh(x @ w).sum())
+    x = torch.randn(3, 5)
+    loss = fast(x)
+    dynvm.reset()
+    loss.backward()
+    want, = torch.autograd.grad(torch.tanh(x @ w).sum(), w)
+    torch.testing.assert_close(w.grad, want)

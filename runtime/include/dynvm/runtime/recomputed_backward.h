@@ -6,6 +6,7 @@
 // price of the forward computed twice) with eager's gradients.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 namespace at {
@@ -20,7 +21,10 @@ namespace dynvm::runtime {
 // The outputs of `graph` (records_autograd()) on `inputs`, attached to one autograd node
 // when grad mode is on and an input requires grad; otherwise graph.run(inputs). Double
 // backward (create_graph=True) through the node raises.
-std::vector<at::Tensor> run_with_recomputed_backward(const codegen::CompiledGraph& graph,
-                                                     const std::vector<at::Tensor>& inputs);
+// The node keeps `graph` alive until it is freed, so a backward after dynvm.reset() (or
+// the variant's eviction) still finds it.
+std::vector<at::Tensor> run_with_recomputed_backward(
+    const std::shared_ptr<const codegen::CompiledGraph>& graph,
+    const std::vector<at::Tensor>& inputs);
 
 }  // namespace dynvm::runtime

@@ -95,7 +95,8 @@ class Variant {
               Outcome* out) const;
   void compile_guards() const;
   vm::Trace trace_;
-  std::unique_ptr<codegen::CompiledGraph> executor_;
+  // Shared: the autograd node of a call that records autograd keeps it for its backward.
+  std::shared_ptr<codegen::CompiledGraph> executor_;
   // mode="reduce-overhead": runs executor_ (mutable: it records on a later call).
   mutable std::unique_ptr<CudaGraphReplay> cuda_graph_;
   std::string cuda_graph_why_not_;  // why the graph is not a candidate at all
