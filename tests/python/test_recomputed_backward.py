@@ -142,3 +142,24 @@ def test_backward_after_the_variant_is_dropped():
     loss.backward()
     want, = torch.autograd.grad(torch.tanh(x @ w).sum(), w)
     torch.testing.assert_close(w.grad, want)
+
+
+def test_repeated_and_viewed_outputs_and_an_input_that_is_not_a_leaf():
+    w = torch.randn(4, 4, requires_grad=True)
+
+    def f(x):
+        y = torch.tanh(x @ w)
+        return y, y, y.t(), (y * 2)[0]
+
+    fast = dynvm.compile(f)
+    a = torch.randn(3, 4, requires_grad=True)
+    got = fast(a * 2)  # the argument has a grad_fn of its own
+    sum(t.sum() for t in got).backward()
+    got_w, got_a = w.grad.clone(), a.grad.clone()
+    w.grad = a.grad = None
+    want = f(a * 2)
+    sum(t.sum() for t in want).backward()
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e)
+    torch.testing.assert_close(got_w, w.grad)
+    torch.testing.assert_close(got_a, a.grad)
