@@ -216,8 +216,6 @@ std::vector<CompiledGroup> compile_cuda_groups(const std::vector<graph::Graph>& 
   return out;
 }
 
-}  // namespace
-
 // Why a graph that autograd records cannot have its backward recompute it, or "": it writes
 // an input or a buffer (the recomputation would write again), draws random numbers (the
 // recomputation would draw others), changes grad mode, or returns a view of an input.
@@ -240,6 +238,8 @@ std::string why_not_recomputable(const graph::Graph& graph) {
   }
   return "";
 }
+
+}  // namespace
 
 Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph& graph,
                                                               const std::string& backend,
