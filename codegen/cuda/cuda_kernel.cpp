@@ -189,6 +189,7 @@ Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& gr
       }
     }
   }
+  kernel->tuning_pending_.store(!kernel->candidates_.empty());
   kernel->schedule_ = std::move(*chosen);
   kernel->kernel_.name = kernel->schedule_.cuda.name;
   for (const graph::Value* v : group.inputs()) kernel->inputs_.push_back(*v->meta());
@@ -237,7 +238,7 @@ void CudaKernel::run_into(const std::vector<at::Tensor>& inputs,
   c10::DeviceGuard guard(device);
   const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(at::kCUDA);
   c10::Stream stream = impl->getStream(device);
-  {
+  if (tuning_pending_.load(std::memory_order_acquire)) {  // no lock on a launch otherwise
     std::lock_guard<std::mutex> lock(tuning_mutex_);
     if (!candidates_.empty()) tune(pointers, stream);
   }
@@ -316,6 +317,7 @@ void CudaKernel::tune(const std::vector<void*>& pointers, const c10::Stream& str
   }
   schedule_ = candidates_[best];
   candidates_.clear();
+  tuning_pending_.store(false, std::memory_order_release);
   tuning_ = "tuned: " + std::to_string(schedule_.cuda.launch.block_threads) + " threads a block (" +
             timings + ")";
   if (!cache_dir_.empty()) {

@@ -2,6 +2,7 @@
 // tensors, launched with the driver API on ATen's current stream.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -80,6 +81,7 @@ class CudaKernel final : public FusedKernel {
   // Autotuning: the schedules still to time (the first is the lowering's own), what was
   // decided, and where the decision is stored.
   mutable std::mutex tuning_mutex_;
+  mutable std::atomic<bool> tuning_pending_{false};  // candidates_ not yet timed
   mutable std::vector<CudaCompiledSchedule> candidates_;
   mutable std::string tuning_;
   std::string tuning_key_;
