@@ -391,6 +391,10 @@ class Functionalizer {
     std::vector<Argument> args = map_arguments(node.args(), /*skip_first=*/true);
     args[0] = self;
     std::vector<KeywordArgument> kwargs = map_keywords(node.kwargs());
+    // bernoulli_.float's p defaults to 0.5; bernoulli.p's has no default.
+    if (op == "aten::bernoulli_.float" && args.size() == 1 && node.kwarg("p") == nullptr) {
+      args.push_back(Argument::real(0.5));
+    }
     // The out-of-place result may promote (f32.add_(f64) stays f32, f32 + f64 does not).
     ValueType result_type = self_type;
     if (primitive_kind(functional) == PrimitiveKind::Pointwise && self_meta != nullptr) {

@@ -351,27 +351,6 @@ class Partitioner {
   std::vector<std::vector<const Node*>> members_;  // by root node id: the group's nodes
 };
 
-Argument remap(const Argument& a, const std::function<Value*(const Value*)>& map) {
-  if (a.is_value()) return map(a.as_value());
-  if (a.is_list()) {
-    std::vector<Argument> items;
-    for (const Argument& item : a.as_list()) items.push_back(remap(item, map));
-    return Argument::list(std::move(items));
-  }
-  return a;
-}
-
-// Appends a copy of `node` to `out`, reading values through `map`; returns the copy.
-Node* copy_node(Graph& out, const Node& node, const std::function<Value*(const Value*)>& map) {
-  std::vector<Argument> args;
-  for (const Argument& a : node.args()) args.push_back(remap(a, map));
-  std::vector<KeywordArgument> kwargs;
-  for (const KeywordArgument& k : node.kwargs()) kwargs.push_back({k.name, remap(k.value, map)});
-  std::vector<ValueType> types;
-  for (const Value* v : node.outputs()) types.push_back(v->type());
-  return out.append(node.op(), std::move(args), std::move(types), std::move(kwargs));
-}
-
 }  // namespace
 
 std::string_view fusion_group_kind_name(FusionGroupKind kind) {

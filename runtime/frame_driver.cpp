@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "dynvm/codegen/compiled_graph.h"
 #include "dynvm/graph/graph_printer.h"
 #include "dynvm/runtime/code_extra.h"
 #include "dynvm/runtime/concrete_step.h"
@@ -324,6 +325,10 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
   if (!variant) {
     // The backend cannot run this graph: this part runs eagerly under these guards.
     ++counters().graph_breaks;
+    if (log_enabled("breaks")) {
+      std::fprintf(stderr, "dynvm: %s runs eagerly: %s\n", where.c_str(),
+                   variant.error().message.c_str());
+    }
     run_report().add_break(variant.error().message, cache.info->filename,
                            cache.info->instructions[static_cast<size_t>(start)].positions.line);
     if (options.fullgraph) {
@@ -344,12 +349,37 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     }
   }
   counters().kernels += static_cast<int64_t>(variants[0]->kernel_count());
+  if (const codegen::CompiledBackward* backward = variants[0]->compiled_backward()) {
+    Counters& c = counters();
+    ++c.compiled_backwards;
+    c.saved_bytes += backward->saved_bytes;
+    c.saved_bytes_without_recompute += backward->saved_bytes_without_recompute;
+    c.forward_compile_us += static_cast<int64_t>(backward->forward_compile_ms * 1e3);
+    c.backward_compile_us += static_cast<int64_t>(backward->backward_compile_ms * 1e3);
+    if (log_enabled("perf")) {
+      std::fprintf(stderr,
+                   "dynvm: %s from %s: compiled backward: forward %.1f ms, backward %.1f ms to "
+                   "compile; %lld bytes saved for the backward (%lld without recomputation, %zu "
+                   "nodes recomputed)\n",
+                   code_name(code).c_str(), location(*cache.info, start).c_str(),
+                   backward->forward_compile_ms, backward->backward_compile_ms,
+                   static_cast<long long>(backward->saved_bytes),
+                   static_cast<long long>(backward->saved_bytes_without_recompute),
+                   backward->recomputed_nodes);
+    }
+  }
   if (ops > 0) write_graph_files(code_name(code), location(*cache.info, start), *variants[0]);
   if (log_enabled("kernels") && options.backend == "dynvm" && ops > 0) {
     std::string why = variants[0]->why_not_fused();
-    std::fprintf(stderr, "dynvm: %s from %s: %zu kernels%s%s\n", code_name(code).c_str(),
-                 location(*cache.info, start).c_str(), variants[0]->kernel_count(),
-                 why.empty() ? "" : "; ran op by op: ", why.c_str());
+    std::string no_backward = variants[0]->why_no_compiled_backward();
+    std::string note = why.empty() ? "" : "; ran op by op: " + why;
+    if (!no_backward.empty()) {
+      note += why.empty() ? "; no compiled backward (the backward recomputes the graph): "
+                          : "; no compiled backward: ";
+      note += no_backward;
+    }
+    std::fprintf(stderr, "dynvm: %s from %s: %zu kernels%s\n", code_name(code).c_str(),
+                 location(*cache.info, start).c_str(), variants[0]->kernel_count(), note.c_str());
   }
   return variants[0].get();
 }

@@ -10,6 +10,7 @@
 
 #include "dynvm/codegen/compiled_graph.h"
 #include "dynvm/codegen/run_glue.h"
+#include "dynvm/runtime/compiled_backward.h"
 #include "dynvm/runtime/compiled_function.h"
 #include "dynvm/runtime/cuda_graph_replay.h"
 #include "dynvm/runtime/frame_hook.h"
@@ -30,6 +31,14 @@ std::string Variant::to_dot(const std::string& name) const {
 }
 
 std::string Variant::why_not_fused() const { return executor_ ? executor_->why_not_fused() : ""; }
+
+const codegen::CompiledBackward* Variant::compiled_backward() const {
+  return executor_ ? executor_->compiled_backward().get() : nullptr;
+}
+
+std::string Variant::why_no_compiled_backward() const {
+  return executor_ ? executor_->why_no_compiled_backward() : "";
+}
 
 std::string Variant::cuda_graph_note() const {
   if (cuda_graph_) return cuda_graph_->note();
@@ -416,6 +425,8 @@ bool Variant::run_graph(const vm::FrameInputs& inputs, const GlueValues* checked
   try {
     if (cuda_graph_) {
       *outputs = cuda_graph_->run(tensors);
+    } else if (executor_->compiled_backward()) {
+      *outputs = run_with_compiled_backward(executor_, tensors);
     } else if (executor_->records_autograd()) {
       *outputs = run_with_recomputed_backward(executor_, tensors);
     } else {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -22,6 +23,8 @@
 #include "dynvm/graph/graph_dot.h"
 #include "dynvm/graph/memory_planning.h"
 #include "dynvm/graph/op_properties.h"
+#include "dynvm/graph/pass_runner.h"
+#include "dynvm/support/log_topics.h"
 
 namespace dynvm::codegen {
 
@@ -216,14 +219,11 @@ std::vector<CompiledGroup> compile_cuda_groups(const std::vector<graph::Graph>& 
   return out;
 }
 
-// Why a graph that autograd records cannot have its backward recompute it, or "": it writes
-// an input or a buffer (the recomputation would write again), draws random numbers (the
-// recomputation would draw others), changes grad mode, or returns a view of an input.
-std::string why_not_recomputable(const graph::Graph& graph) {
+// Why a graph that autograd records cannot be one autograd node, or "": it changes grad
+// mode, or returns an input or a view of one.
+std::string why_not_one_node(const graph::Graph& graph) {
   for (const graph::Node* node : graph.nodes()) {
     if (node->op() == "dynvm::set_grad_enabled") return "it changes grad mode";
-    if (graph::node_may_write(*node)) return "it writes " + std::string(node->op()) + "'s input";
-    if (graph::op_properties(node->op()).random) return "it draws random numbers";
   }
   for (const graph::Value* out : graph.outputs()) {
     const graph::Value* v = out;
@@ -239,6 +239,38 @@ std::string why_not_recomputable(const graph::Graph& graph) {
   return "";
 }
 
+// Why a graph that autograd records cannot have its backward recompute it, or "": besides
+// why_not_one_node, it writes an input or a buffer (the recomputation would write again)
+// or draws random numbers (the recomputation would draw others).
+std::string why_not_recomputable(const graph::Graph& graph) {
+  for (const graph::Node* node : graph.nodes()) {
+    if (graph::node_may_write(*node)) return "it writes " + std::string(node->op()) + "'s input";
+    if (graph::op_properties(node->op()).random) return "it draws random numbers";
+  }
+  return why_not_one_node(graph);
+}
+
+// The graph's forward and backward halves (graph/joint_partition.h), from the graph after
+// functionalization and decomposition.
+Expected<graph::ForwardBackward> split_for_backward(const graph::Graph& graph) {
+  std::string why = why_not_one_node(graph);
+  if (!why.empty()) return make_error(why);
+  for (const graph::Node* node : graph.nodes()) {
+    // The passes drop detach (the value itself): differentiating after them would let
+    // the gradient through. (Traces hold unused detaches where autograd saved a value.)
+    const graph::Value* in = node->input_values().empty() ? nullptr : node->input_values()[0];
+    if ((node->op() == "aten::detach" || node->op() == "aten::detach_") &&
+        node->num_outputs() == 1 && node->output()->has_uses() && in->meta() != nullptr &&
+        in->meta()->requires_grad) {
+      return make_error("it detaches a tensor");
+    }
+  }
+  graph::Graph g = graph.clone();
+  auto passes = graph::run_passes(g, {"functionalize", "decompose", "cse", "dce"});
+  if (!passes) return passes.error();
+  return graph::derive_forward_backward(g);
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph& graph,
@@ -248,8 +280,40 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
   if (backend == "dynvm") {
     compiled->why_not_fused_ = graph.num_nodes() == 0 ? "" : unfusable(graph, grad_enabled);
     if (!compiled->why_not_fused_.empty() && unfusable(graph, false).empty()) {
-      // Only autograd stands in the way: fused anyway when the backward can recompute the
-      // graph (runtime/recomputed_backward.h).
+      // Only autograd stands in the way: a fused forward and a fused backward when every
+      // operator has a derivative rule (graph/autodiff.h); else fused anyway when the
+      // backward can recompute the graph (runtime/recomputed_backward.h).
+      auto started = std::chrono::steady_clock::now();
+      auto split = split_for_backward(graph);
+      auto split_done = std::chrono::steady_clock::now();
+      auto forward = split ? build(split.value().forward, backend, false, autotune)
+                           : Expected<std::unique_ptr<CompiledGraph>>(split.error());
+      auto forward_done = std::chrono::steady_clock::now();
+      auto backward = forward ? build(split.value().backward, backend, false, autotune)
+                              : Expected<std::unique_ptr<CompiledGraph>>(forward.error());
+      if (backward) {
+        auto ms = [](auto from, auto to) {
+          return std::chrono::duration<double, std::milli>(to - from).count();
+        };
+        auto pair = std::make_shared<CompiledBackward>();
+        const graph::ForwardBackward& halves = split.value();
+        pair->backward = std::move(backward).value();
+        pair->saved = halves.saved;
+        pair->num_outputs = halves.num_forward_outputs;
+        pair->differentiable_outputs = halves.differentiable_outputs;
+        pair->grad_inputs = halves.grad_inputs;
+        pair->saved_bytes = halves.saved_bytes;
+        pair->saved_bytes_without_recompute = halves.saved_bytes_without_recompute;
+        pair->recomputed_nodes = halves.recomputed_nodes;
+        pair->forward_compile_ms = ms(split_done, forward_done);
+        pair->backward_compile_ms =
+            ms(started, split_done) + ms(forward_done, std::chrono::steady_clock::now());
+        std::unique_ptr<CompiledGraph> result = std::move(forward).value();
+        result->backward_ = std::move(pair);
+        result->records_autograd_ = true;
+        return result;
+      }
+      compiled->why_no_backward_ = backward.error().message;
       std::string why = why_not_recomputable(graph);
       if (why.empty()) {
         auto recorded = AtenExecutor::build(graph);
@@ -296,6 +360,10 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
       continue;
     }
     // This group runs its primitive ops through ATen.
+    if (log_topic_enabled("kernels")) {
+      std::cerr << "[dynvm kernels] fused_" << i
+                << " runs through ATen: " << (kernel ? "" : kernel.error().message) << "\n";
+    }
     auto fallback = AtenExecutor::build(group);
     if (!fallback) return fallback.error();
     AtenExecutor* exec = fallback.value().get();
@@ -343,11 +411,18 @@ std::vector<at::Tensor> CompiledGraph::run_recording_autograd(
   return recorded_ ? recorded_->run(inputs) : run(inputs);
 }
 
-std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs) const {
+std::vector<at::Tensor> CompiledGraph::run_saving_for_backward(
+    const std::vector<at::Tensor>& inputs) const {
   if (runs_op_by_op(inputs)) {
     return op_by_op_->run(inputs);
   }
   return executor_->run(inputs);
+}
+
+std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs) const {
+  std::vector<at::Tensor> outputs = run_saving_for_backward(inputs);
+  if (backward_) outputs.resize(backward_->num_outputs);
+  return outputs;
 }
 
 int CompiledGraph::lower_run_begin(GlueProgram& program, int64_t frame_slot,

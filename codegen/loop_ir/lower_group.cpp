@@ -347,12 +347,20 @@ class GroupLowering {
     }
     std::vector<int64_t> row;
     for (size_t d : row_dims_) row.push_back(full_sizes_[d]);
+    int64_t full_numel = 1;
+    for (int64_t s : full_sizes_) full_numel *= s;
     for (const Value* out : group_.outputs()) {
       const std::vector<int64_t>& sizes = meta_of(out).sizes;
+      int64_t numel = 1;
+      for (int64_t s : sizes) numel *= s;
       if (sizes == full_sizes_) {
         output_is_row_.push_back(false);
       } else if (have_reduction && squeeze_ones(sizes) == squeeze_ones(row)) {
         output_is_row_.push_back(true);
+      } else if (numel == full_numel && squeeze_ones(sizes) != squeeze_ones(row)) {
+        // The whole iteration space under another shape (a view of it): stored at the
+        // index reshaped to its sizes (store_output).
+        output_is_row_.push_back(false);
       } else {
         unsupported("outputs of different shapes in a pointwise group");
       }
@@ -662,9 +670,15 @@ class GroupLowering {
     return index;
   }
 
-  void store_output(size_t i, const Index& index) {
+  void store_output(size_t i, const Index& given) {
     const Value* out = group_.outputs()[i];
     const graph::TensorMeta& meta = meta_of(out);
+    // A full-size output of another shape (plan_iteration_space) reads the full index
+    // reshaped to its own sizes.
+    Index index =
+        given.size() == full_sizes_.size() && meta.sizes != full_sizes_ && !output_is_row_[i]
+            ? reshape_index(given, full_sizes_, meta.sizes)
+            : given;
     ValueId value = emit(out, index);
     value = cast(value, meta.dtype);
     AffineIndex address;

@@ -21,11 +21,15 @@ namespace {
 PyObject* module_counters(PyObject*, PyObject*) {
   const dynvm::runtime::Counters& c = dynvm::runtime::counters();
   return Py_BuildValue(
-      "{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "frames_traced", (long long)c.frames_traced,
-      "cache_hits", (long long)c.cache_hits, "graph_breaks", (long long)c.graph_breaks,
-      "recompiles", (long long)c.recompiles, "eager_calls", (long long)c.eager_calls, "kernels",
-      (long long)c.kernels, "graph_failures", (long long)c.graph_failures, "guard_glues",
-      (long long)c.guard_glues, "glue_runs", (long long)c.glue_runs);
+      "{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "frames_traced",
+      (long long)c.frames_traced, "cache_hits", (long long)c.cache_hits, "graph_breaks",
+      (long long)c.graph_breaks, "recompiles", (long long)c.recompiles, "eager_calls",
+      (long long)c.eager_calls, "kernels", (long long)c.kernels, "graph_failures",
+      (long long)c.graph_failures, "guard_glues", (long long)c.guard_glues, "glue_runs",
+      (long long)c.glue_runs, "compiled_backwards", (long long)c.compiled_backwards, "saved_bytes",
+      (long long)c.saved_bytes, "saved_bytes_without_recompute",
+      (long long)c.saved_bytes_without_recompute, "forward_compile_us",
+      (long long)c.forward_compile_us, "backward_compile_us", (long long)c.backward_compile_us);
 }
 
 // reset(): drops every compiled variant and zeroes the counters.

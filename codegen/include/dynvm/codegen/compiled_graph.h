@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dynvm/graph/graph.h"
+#include "dynvm/graph/joint_partition.h"
 #include "dynvm/support/expected.h"
 
 namespace at {
@@ -28,6 +29,25 @@ class AtenExecutor;
 class FusedKernel;
 struct AliasFallback;
 struct GlueProgram;
+
+class CompiledGraph;
+
+// A graph autograd records, differentiated and split (graph/joint_partition.h): its
+// CompiledGraph runs the forward half, which also returns the values the backward reads;
+// `backward` takes those values (`saved`: forward inputs or outputs), then one gradient
+// per differentiable output, and returns one gradient per entry of `grad_inputs`.
+struct CompiledBackward {
+  std::shared_ptr<const CompiledGraph> backward;
+  std::vector<graph::SavedValue> saved;
+  size_t num_outputs = 0;  // the graph's own outputs, first among the forward half's
+  std::vector<size_t> differentiable_outputs;
+  std::vector<size_t> grad_inputs;
+  int64_t saved_bytes = 0;  // intermediates kept for the backward
+  int64_t saved_bytes_without_recompute = 0;
+  size_t recomputed_nodes = 0;
+  double forward_compile_ms = 0;   // the forward half's passes and kernels
+  double backward_compile_ms = 0;  // differentiation, partition and the backward half's
+};
 
 class CompiledGraph {
  public:
@@ -58,6 +78,16 @@ class CompiledGraph {
   bool records_autograd() const { return records_autograd_; }
   std::vector<at::Tensor> run_recording_autograd(const std::vector<at::Tensor>& inputs) const;
 
+  // Set when autograd records the graph and every operator on the way to a gradient has a
+  // derivative rule (graph/autodiff.h): the graph then runs as a fused forward half and a
+  // fused backward half, and no longer recomputes (records_autograd() stays true). run()
+  // gives the graph's outputs; run_saving_for_backward() also the saved values after them.
+  const std::shared_ptr<const CompiledBackward>& compiled_backward() const { return backward_; }
+  std::vector<at::Tensor> run_saving_for_backward(const std::vector<at::Tensor>& inputs) const;
+  // Why a graph autograd records has no compiled backward (empty when it has one or when
+  // autograd does not record it).
+  const std::string& why_no_compiled_backward() const { return why_no_backward_; }
+
   // The graph went through the passes (functionalized, fused, planned): its only writes
   // into inputs are those of written_inputs(). False when it runs op by op (why_not_fused).
   bool runs_fused() const { return program_ != nullptr; }
@@ -67,8 +97,11 @@ class CompiledGraph {
   // takes the op-by-op path for it.
   bool runs_op_by_op(const std::vector<at::Tensor>& inputs) const;
 
-  size_t kernel_count() const { return kernels_.size(); }  // groups running as kernels
-  size_t group_count() const { return group_count_; }      // fused groups in all
+  // Groups running as kernels (a compiled backward's included).
+  size_t kernel_count() const {
+    return kernels_.size() + (backward_ ? backward_->backward->kernel_count() : 0);
+  }
+  size_t group_count() const { return group_count_; }  // fused groups in all
   // Why the graph runs op by op under backend "dynvm" (empty when it is fused).
   const std::string& why_not_fused() const { return why_not_fused_; }
   // The outer graph with its fused groups (for --graphs and DYNVM_LOGS=kernels).
@@ -106,6 +139,8 @@ class CompiledGraph {
   std::string why_not_fused_;
   bool records_autograd_ = false;
   std::unique_ptr<AtenExecutor> recorded_;  // records_autograd_: the graph as traced
+  std::shared_ptr<const CompiledBackward> backward_;
+  std::string why_no_backward_;
 };
 
 }  // namespace dynvm::codegen

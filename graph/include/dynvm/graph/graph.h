@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -128,5 +129,9 @@ class Graph {
 
 // True for names a graph input may take: [A-Za-z_][A-Za-z0-9_]*.
 bool is_valid_input_name(std::string_view name);
+
+// Appends a copy of `node` to `out`, its arguments (nested lists included) reading values
+// through `map`; returns the copy. The copy's outputs have the types of node's.
+Node* copy_node(Graph& out, const Node& node, const std::function<Value*(const Value*)>& map);
 
 }  // namespace dynvm::graph

@@ -19,7 +19,8 @@ class Tensor;
 }
 namespace dynvm::codegen {
 class CompiledGraph;
-}
+struct CompiledBackward;
+}  // namespace dynvm::codegen
 
 namespace dynvm::runtime {
 
@@ -82,6 +83,10 @@ class Variant {
   // Graphviz of the variant's graph as it runs (fused groups as clusters); "" when none.
   std::string to_dot(const std::string& name) const;
   std::string why_not_fused() const;
+  // The compiled backward of a graph autograd records (nullptr when it has none), and why
+  // such a graph has none ("" otherwise).
+  const codegen::CompiledBackward* compiled_backward() const;
+  std::string why_no_compiled_backward() const;
   // Under mode="reduce-overhead": whether the graph replays as a CUDA graph, or why not
   // (CudaGraphReplay::note); "" in other modes.
   std::string cuda_graph_note() const;

@@ -1,0 +1,176 @@
+"""Training the VM-suite models (tests/models/registry.py) with dynvm against eager: 20
+steps of SGD with momentum and of AdamW from one seed, under backends "eager" and
+"dynvm" (a compiled backward, graph/autodiff.h). Every step starts from eager's
+parameters and buffers; its loss, parameter gradients and buffers (BatchNorm statistics)
+then match eager's within 1e-4 relative to each tensor's largest magnitude (for
+gradients, at least 1e-3 of the model's largest gradient), or, where eager's float32
+strays further from a float64 run of the same step, are no further from it than twice
+eager's distance. Dropout draws the same masks
+(the user's generator). The torchvision models train at 64x64 (batch 4; vit_b_16 at
+224), resnet50, vit_b_16 and densenet121 only with DYNVM_TRAINING_ALL=1."""
+
+import copy
+import os
+import pathlib
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dynvm
+from conftest import needs_codegen
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from models import registry  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not getattr(dynvm, "vm_available", lambda: False)(), reason="the VM is not built yet"
+)
+
+STEPS = 20
+REL = 1e-4
+
+
+def _close(actual, expected, what, floor=1e-12, exact=None):
+    """Within REL of expected, relative to its largest magnitude (at least `floor`). Where
+    not, and `exact()` gives the float64 value of the same step, no further from it than
+    twice eager's float32 is: a step can be ill-conditioned enough (batch norm over few
+    values) that eager's float32 itself strays from float64 by more than REL."""
+    scale = max(expected.abs().max().item(), floor)
+    err = (actual - expected).abs().max().item()
+    if err <= REL * scale:
+        return
+    assert exact is not None, f"{what}: max error {err:.3g} against scale {scale:.3g}"
+    wide = exact()
+    mine = (actual.double() - wide).abs().max().item()
+    theirs = (expected.double() - wide).abs().max().item()
+    assert mine <= 2 * theirs + 0.1 * REL * scale, (
+        f"{what}: {err:.3g} from eager (scale {scale:.3g}); from float64 {mine:.3g}, "
+        f"eager's {theirs:.3g}")
+
+
+def _setup(name):
+    if name in registry.TORCHVISION_NAMES:
+        if not registry.torchvision_available():
+            pytest.skip("torchvision is not installed")
+        if name in HEAVY and not os.environ.get("DYNVM_TRAINING_ALL"):
+            pytest.skip("a heavy model: DYNVM_TRAINING_ALL=1 trains it too")
+        from models import torchvision_models
+
+        size = 224 if name == "vit_b_16" else int(os.environ.get("DYNVM_TRAINING_SIZE", "64"))
+        model = torchvision_models.build(name)
+        batches = [torchvision_models.make_inputs(4, seed, size=size) for seed in range(STEPS)]
+
+        def loss_of(out, step):
+            target = torch.arange(out.shape[0]) * (step + 1) % out.shape[-1]
+            return F.cross_entropy(out, target)
+    else:
+        spec = registry.spec(name)
+        model = spec.build()
+        batches = [spec.make_inputs(2, seed) for seed in range(STEPS)]
+
+        def loss_of(out, step):
+            return out.logsumexp(-1).mean()
+    return model.train(), batches, loss_of
+
+
+# Trained only with DYNVM_TRAINING_ALL=1 (minutes each on two cores).
+HEAVY = ("resnet50", "vit_b_16", "densenet121")
+
+
+# Models with batch norm in training under backend "dynvm": their compiled backward's
+# batch-norm gradients are further from float64 than ATen's fused batch-norm backward
+# (up to about 1e-4 relative where eager's stay near 1e-6; issue 15 stays open for it).
+# The cases that fail today (strict: one that passes must lose its mark); the heavy ones
+# are not known yet.
+BATCH_NORM = {("resnet18", "sgd"), ("resnet18", "adamw"), ("mobilenet_v2", "sgd"),
+              ("mobilenet_v2", "adamw"), ("efficientnet_b0", "sgd")}
+HEAVY_BATCH_NORM = ("resnet50", "densenet121")
+
+
+def _cases():
+    for name in registry.ALL_NAMES:
+        for optimizer in ("sgd", "adamw"):
+            for backend in ("dynvm", "eager"):
+                marks = ()
+                if backend == "dynvm" and ((name, optimizer) in BATCH_NORM or
+                                           name in HEAVY_BATCH_NORM):
+                    marks = pytest.mark.xfail(
+                        strict=name not in HEAVY_BATCH_NORM,
+                        reason="batch-norm gradients less accurate than ATen's")
+                yield pytest.param(name, optimizer, backend, marks=marks)
+
+
+@needs_codegen
+@pytest.mark.parametrize("name,optimizer,backend", list(_cases()))
+def test_training_matches_eager(name, optimizer, backend):
+    model, batches, loss_of = _setup(name)
+    reference = copy.deepcopy(model)
+    compiled = dynvm.compile(model, backend=backend)
+
+    def make(params):
+        if optimizer == "sgd":
+            return torch.optim.SGD(params, lr=0.01, momentum=0.9)
+        return torch.optim.AdamW(params, lr=1e-3)
+
+    opt, ref_opt = make(model.parameters()), make(reference.parameters())
+    for step, args in enumerate(batches):
+        # Each step starts from eager's parameters and buffers (copied in place: the same
+        # tensors, so no guard fails), so that what is compared is the step's computation,
+        # not 20 steps of float32 rounding amplified (training a small batch is chaotic
+        # enough that eager's own float32 strays from float64 by more than 1e-4).
+        with torch.no_grad():
+            for mine, theirs in zip(list(model.parameters()) + list(model.buffers()),
+                                    list(reference.parameters()) + list(reference.buffers())):
+                mine.copy_(theirs)
+        start = copy.deepcopy(reference.state_dict())
+        wide = {}
+
+        def exact(kind, key, step=step, args=args, start=start):
+            """The float64 loss, gradient or buffer of this step (computed once)."""
+            if not wide:
+                m = copy.deepcopy(reference).double()
+                m.load_state_dict(start)
+                torch.manual_seed(1000 + step)
+                loss = loss_of(m(*(a.double() if a.is_floating_point() else a for a in args)),
+                               step)
+                loss.backward()
+                wide["loss"] = {None: loss.detach()}
+                wide["grad"] = {n: q.grad for n, q in m.named_parameters()}
+                wide["buffer"] = dict(m.named_buffers())
+            return wide[kind][key]
+
+        losses = []
+        for fn, o in ((compiled, opt), (reference, ref_opt)):
+            torch.manual_seed(1000 + step)
+            loss = loss_of(fn(*args), step)
+            o.zero_grad(set_to_none=True)
+            loss.backward()
+            losses.append(loss.detach())
+        _close(losses[0], losses[1], f"loss at step {step}",
+               exact=lambda: exact("loss", None))
+        # A gradient that is zero in exact arithmetic (an attention key's bias: softmax
+        # ignores a constant per row) is rounding noise on both sides: it is compared
+        # against 1e-3 of the largest gradient of the model.
+        floor = 1e-3 * max(q.grad.abs().max().item() for q in reference.parameters()
+                           if q.grad is not None)
+        for (pname, p), q in zip(model.named_parameters(), reference.parameters()):
+            assert (p.grad is None) == (q.grad is None), pname
+            if q.grad is not None:
+                _close(p.grad, q.grad, f"gradient of {pname} at step {step}", floor,
+                       exact=lambda pname=pname: exact("grad", pname))
+        for (bname, b), c in zip(model.named_buffers(), reference.buffers()):
+            if b.is_floating_point():
+                # Running means of channels whose batch mean is about zero: 1e-6 floor.
+                _close(b, c, f"buffer {bname} at step {step}", 1e-6,
+                       exact=lambda bname=bname: exact("buffer", bname))
+            else:
+                assert torch.equal(b, c), bname
+        opt.step()
+        ref_opt.step()
+    counts = dynvm.counters
+    assert counts["graph_failures"] == 0, counts
+    assert counts["recompiles"] == 0, counts
+    if backend == "dynvm":
+        assert counts["compiled_backwards"] >= 1, counts
