@@ -1,4 +1,4 @@
-"""Graphs that autograd records on the CPU (runtime/recomputed_backward.h): an MLP with
+"""Graphs that autograd records on the CPU (runtime/graph_autograd_node.h): an MLP with
 LayerNorm and GELU (width 1024, batch 256) called without torch.no_grad(), as most user
 code calls a model, and a training step (forward, backward, nothing else). Eager PyTorch,
 `torch.compile` (Inductor, whose AOTAutograd builds a fused backward) and dynvm (fused

@@ -95,6 +95,13 @@ class Differentiator {
 
   bool needs(const Value* v) const { return v->id() < needs_.size() && needs_[v->id()]; }
 
+  // Finds the softmax shifts (is_softmax_shift) while the graph holds only the forward:
+  // the backward's nodes read the same values.
+  void find_softmax_shifts() {
+    shift_.assign(graph_.num_node_ids(), false);
+    for (const Node* node : graph_.nodes()) shift_[node->id()] = is_softmax_shift(*node);
+  }
+
   // Operators whose outputs do not depend differentiably on their inputs: fills and
   // random draws shaped like a tensor (dropout's mask on the CPU: empty_like, bernoulli).
   static bool gives_no_gradient(std::string_view op) {
@@ -116,6 +123,7 @@ class Differentiator {
 
   // Applies the rule of `node`, whose outputs' gradients are known (some may be absent).
   void differentiate(const Node& node) {
+    if (node.id() < shift_.size() && shift_[node.id()]) return;  // zero in exact arithmetic
     bool any_input = false;
     node.for_each_input([&](const Value* v) { any_input = any_input || needs(v); });
     bool any_grad = false;
@@ -125,6 +133,71 @@ class Differentiator {
   }
 
  private:
+  // The max that softmax and log_softmax subtract before exp (decompose.cpp's form):
+  // m = amax(x, dims, keepdim) read only by s = x - m, s read only by exp(s) (and, for
+  // log_softmax, by s - log(t)), exp(s) only by t = sum(exp(s), dims, keepdim) and
+  // exp(s) / t, t only by that division and log(t), log(t) only by s - log(t). The result
+  // does not change when m does, so m's gradient is zero: differentiating through it would
+  // add a mask, a count and a division per element that only add rounding.
+  static bool is_softmax_shift(const Node& node) {
+    if (node.op() != "aten::amax" || node.num_outputs() != 1) return false;
+    const Value* x = node.arg(0).as_value();
+    const Value* m = node.output();
+    auto only = [](const Value* v, const std::function<bool(const Node&)>& ok) {
+      if (v->num_output_uses() > 0 || v->users().empty()) return false;
+      for (const Node* user : v->users()) {
+        if (!ok(*user)) return false;
+      }
+      return true;
+    };
+    auto reads = [](const Node& n, size_t i, const Value* v) {
+      return i < n.args().size() && n.arg(i).is_value() && n.arg(i).as_value() == v;
+    };
+    return only(m, [&](const Node& sub) {
+      if (sub.op() != "aten::sub.Tensor" || !reads(sub, 0, x) || !reads(sub, 1, m) ||
+          sub.args().size() > 2 || !sub.kwargs().empty()) {
+        return false;
+      }
+      const Value* s = sub.output();
+      const Value* exps = nullptr;
+      const Value* log_total = nullptr;
+      bool shift_ok = only(s, [&](const Node& u) {
+        if (u.op() == "aten::exp" && reads(u, 0, s)) return (exps = u.output()) != nullptr;
+        if (u.op() == "aten::sub.Tensor" && reads(u, 0, s) && u.args().size() == 2 &&
+            u.kwargs().empty() && u.arg(1).is_value()) {
+          log_total = u.arg(1).as_value();
+          return true;
+        }
+        return false;
+      });
+      if (!shift_ok || exps == nullptr) return false;
+      const Value* total = nullptr;
+      bool exps_ok = only(exps, [&](const Node& u) {
+        if (u.op() == "aten::sum.dim_IntList" && reads(u, 0, exps) && u.args().size() > 1 &&
+            u.arg(1) == node.arg(1)) {
+          return (total = u.output()) != nullptr;
+        }
+        const Value* d =
+            u.args().size() == 2 && u.arg(1).is_value() ? u.arg(1).as_value() : nullptr;
+        return u.op() == "aten::div.Tensor" && reads(u, 0, exps) && d != nullptr &&
+               d->producer() != nullptr && d->producer()->op() == "aten::sum.dim_IntList" &&
+               reads(*d->producer(), 0, exps);
+      });
+      if (!exps_ok || total == nullptr) return false;
+      if (log_total != nullptr) {
+        const Node* log = log_total->producer();
+        if (log == nullptr || log->op() != "aten::log" || !reads(*log, 0, total) ||
+            log_total->users().size() != 1 || log_total->num_output_uses() > 0) {
+          return false;
+        }
+      }
+      return only(total, [&](const Node& u) {
+        if (u.op() == "aten::div.Tensor") return reads(u, 0, exps) && reads(u, 1, total);
+        return u.op() == "aten::log" && u.output() == log_total;
+      });
+    });
+  }
+
   // --- building blocks
   Value* un(const char* op, Value* x) { return b_.unary(op, x); }
   Value* bin(const char* op, Argument a, Argument c) { return b_.binary(op, std::move(a), c); }
@@ -588,6 +661,7 @@ class Differentiator {
   NodeBuilder b_;
   std::vector<bool> needs_;    // by value id
   std::vector<Value*> grads_;  // by value id: the accumulated gradient
+  std::vector<bool> shift_;    // by node id: a softmax shift (no gradient)
 };
 
 // aten::dropout in training becomes native_dropout, whose mask the backward reads. Both
@@ -720,6 +794,7 @@ Expected<JointGraph> derive_joint_graph(const Graph& forward) {
   try {
     Differentiator diff(graph);
     diff.mark_needed(joint.grad_inputs);
+    diff.find_softmax_shifts();
     std::vector<Value*> outputs = graph.outputs();
     for (size_t k = 0; k < outputs.size(); ++k) {
       const Value* out = outputs[k];

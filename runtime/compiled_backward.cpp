@@ -1,13 +1,11 @@
-// The autograd node of a graph with a compiled backward (compiled_backward.h).
-#include "dynvm/runtime/compiled_backward.h"
+// The autograd node of a graph with a compiled backward (graph_autograd_node.h).
+#include "dynvm/runtime/graph_autograd_node.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <memory>
-#include <stdexcept>
 #include <utility>
 
 #include "dynvm/codegen/compiled_graph.h"
@@ -17,19 +15,10 @@ namespace dynvm::runtime {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-namespace {
-
-struct ForwardHolder : public torch::CustomClassHolder {
-  explicit ForwardHolder(std::shared_ptr<const codegen::CompiledGraph> g) : graph(std::move(g)) {}
-  std::shared_ptr<const codegen::CompiledGraph> graph;
-};
-
-}  // namespace
-
 // Named outside an anonymous namespace: its name is the node's in grad_fn.name().
 struct CompiledGraphBackward : public torch::autograd::Function<CompiledGraphBackward> {
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
-                               const c10::intrusive_ptr<ForwardHolder>& holder) {
+                               const c10::intrusive_ptr<GraphHolder>& holder) {
     const codegen::CompiledGraph& graph = *holder->graph;
     const codegen::CompiledBackward& split = *graph.compiled_backward();
     variable_list all = graph.run_saving_for_backward(inputs.vec());
@@ -54,15 +43,8 @@ struct CompiledGraphBackward : public torch::autograd::Function<CompiledGraphBac
   }
 
   static variable_list backward(AutogradContext* ctx, const variable_list& grad_outputs) {
-    if (c10::GradMode::is_enabled()) {
-      throw std::runtime_error(
-          "dynvm: a compiled graph's backward is not differentiable: double backward "
-          "(create_graph=True) through it is not supported yet; compile the function with "
-          "backend=\"eager\", or call it outside dynvm, to differentiate twice");
-    }
-    auto holder =
-        c10::static_intrusive_pointer_cast<ForwardHolder>(ctx->saved_data["graph"].toCapsule());
-    const codegen::CompiledBackward& split = *holder->graph->compiled_backward();
+    const codegen::CompiledBackward& split =
+        *graph_for_backward(ctx->saved_data["graph"]).compiled_backward();
     variable_list args = ctx->get_saved_variables();
     for (size_t k : split.differentiable_outputs) {
       // The backward graph reads its gradients row-major; autograd materialises absent ones
@@ -80,11 +62,9 @@ struct CompiledGraphBackward : public torch::autograd::Function<CompiledGraphBac
 std::vector<at::Tensor> run_with_compiled_backward(
     const std::shared_ptr<const codegen::CompiledGraph>& graph,
     const std::vector<at::Tensor>& inputs) {
-  bool any = false;
-  for (const at::Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
-  if (!c10::GradMode::is_enabled() || !any) return graph->run(inputs);
+  if (!call_records_autograd(inputs)) return graph->run(inputs);
   return CompiledGraphBackward::apply(at::TensorList(inputs),
-                                      c10::make_intrusive<ForwardHolder>(graph));
+                                      c10::make_intrusive<GraphHolder>(graph));
 }
 
 }  // namespace dynvm::runtime

@@ -1,6 +1,7 @@
-// The autograd node of a fused graph: forward through the kernels, backward by recomputing
-// the traced graph with autograd recording (recomputed_backward.h).
-#include "dynvm/runtime/recomputed_backward.h"
+// The autograd node of a fused graph without a compiled backward: forward through the
+// kernels, backward by recomputing the traced graph with autograd recording
+// (graph_autograd_node.h); and what the two nodes share.
+#include "dynvm/runtime/graph_autograd_node.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -20,15 +21,23 @@ namespace dynvm::runtime {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-namespace {
+const codegen::CompiledGraph& graph_for_backward(const c10::IValue& holder) {
+  if (c10::GradMode::is_enabled()) {
+    throw std::runtime_error(
+        "dynvm: a compiled graph's backward is not differentiable: double backward "
+        "(create_graph=True) through it is not supported yet; compile the function with "
+        "backend=\"eager\", or call it outside dynvm, to differentiate twice");
+  }
+  return *c10::static_intrusive_pointer_cast<GraphHolder>(holder.toCapsule())->graph;
+}
 
-// The compiled graph, held by the node's saved data for its backward.
-struct GraphHolder : public torch::CustomClassHolder {
-  explicit GraphHolder(std::shared_ptr<const codegen::CompiledGraph> g) : graph(std::move(g)) {}
-  std::shared_ptr<const codegen::CompiledGraph> graph;
-};
-
-}  // namespace
+bool call_records_autograd(const std::vector<at::Tensor>& inputs) {
+  if (!c10::GradMode::is_enabled()) return false;
+  for (const at::Tensor& t : inputs) {
+    if (t.defined() && t.requires_grad()) return true;
+  }
+  return false;
+}
 
 // Named outside an anonymous namespace: its name is the node's in grad_fn.name().
 struct RecomputedGraph : public torch::autograd::Function<RecomputedGraph> {
@@ -52,15 +61,7 @@ struct RecomputedGraph : public torch::autograd::Function<RecomputedGraph> {
   }
 
   static variable_list backward(AutogradContext* ctx, const variable_list& grad_outputs) {
-    if (c10::GradMode::is_enabled()) {
-      throw std::runtime_error(
-          "dynvm: a compiled graph's backward is not differentiable: double backward "
-          "(create_graph=True) through it is not supported yet; compile the function with "
-          "backend=\"eager\", or call it outside dynvm, to differentiate twice");
-    }
-    auto holder =
-        c10::static_intrusive_pointer_cast<GraphHolder>(ctx->saved_data["graph"].toCapsule());
-    const codegen::CompiledGraph* compiled = holder->graph.get();
+    const codegen::CompiledGraph* compiled = &graph_for_backward(ctx->saved_data["graph"]);
     variable_list saved = ctx->get_saved_variables();
     variable_list leaves;
     std::vector<size_t> wanted;  // inputs that get a gradient
@@ -101,9 +102,7 @@ struct RecomputedGraph : public torch::autograd::Function<RecomputedGraph> {
 std::vector<at::Tensor> run_with_recomputed_backward(
     const std::shared_ptr<const codegen::CompiledGraph>& graph,
     const std::vector<at::Tensor>& inputs) {
-  bool any = false;
-  for (const at::Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
-  if (!c10::GradMode::is_enabled() || !any) return graph->run(inputs);
+  if (!call_records_autograd(inputs)) return graph->run(inputs);
   return RecomputedGraph::apply(at::TensorList(inputs), c10::make_intrusive<GraphHolder>(graph));
 }
 

@@ -10,11 +10,10 @@
 
 #include "dynvm/codegen/compiled_graph.h"
 #include "dynvm/codegen/run_glue.h"
-#include "dynvm/runtime/compiled_backward.h"
 #include "dynvm/runtime/compiled_function.h"
 #include "dynvm/runtime/cuda_graph_replay.h"
 #include "dynvm/runtime/frame_hook.h"
-#include "dynvm/runtime/recomputed_backward.h"
+#include "dynvm/runtime/graph_autograd_node.h"
 #include "dynvm/vm/source_resolver.h"
 
 namespace dynvm::runtime {

@@ -282,7 +282,7 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
     if (!compiled->why_not_fused_.empty() && unfusable(graph, false).empty()) {
       // Only autograd stands in the way: a fused forward and a fused backward when every
       // operator has a derivative rule (graph/autodiff.h); else fused anyway when the
-      // backward can recompute the graph (runtime/recomputed_backward.h).
+      // backward can recompute the graph (runtime/graph_autograd_node.h).
       auto started = std::chrono::steady_clock::now();
       auto split = split_for_backward(graph);
       auto split_done = std::chrono::steady_clock::now();

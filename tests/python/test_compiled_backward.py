@@ -1,5 +1,5 @@
 """Graphs that autograd records get a compiled backward (graph/autodiff.h,
-runtime/compiled_backward.h): the graph is differentiated, split into a forward half that
+runtime/graph_autograd_node.h): the graph is differentiated, split into a forward half that
 also returns what the backward reads and a backward half, and both are fused. One
 autograd node per call ("CompiledGraphBackward") keeps eager's semantics: gradients of
 inputs and parameters, hooks, accumulation, retain_graph, non-differentiable outputs,
@@ -216,11 +216,15 @@ def test_dropout_masks_come_from_the_users_seed():
         torch.testing.assert_close(p.grad, q.grad)
 
 
-def test_hooks_retain_graph_and_autograd_grad():
+@pytest.mark.parametrize("node", [NODE, "RecomputedGraph"])
+def test_hooks_retain_graph_and_autograd_grad(node):
+    # Both autograd nodes (runtime/graph_autograd_node.h): cumsum has no derivative rule,
+    # so its graph keeps the recomputing backward.
     w = torch.randn(6, 6, requires_grad=True)
 
     def f(x):
-        return torch.tanh(x @ w) * 2 + x
+        y = torch.tanh(x @ w)
+        return (y if node == NODE else y.cumsum(-1)) * 2 + x
 
     x = torch.randn(3, 6, requires_grad=True)
     x2 = x.detach().requires_grad_(True)
@@ -228,7 +232,7 @@ def test_hooks_retain_graph_and_autograd_grad():
     calls = []
     w.register_hook(lambda g: calls.append(g.clone()))
     y = dynvm.compile(f)(x)
-    assert NODE in y.grad_fn.name()
+    assert node in y.grad_fn.name()
     gx, gw = torch.autograd.grad(y.sum(), (x, w), retain_graph=True)
     torch.testing.assert_close(gx, want_x)
     torch.testing.assert_close(gw, want_w)

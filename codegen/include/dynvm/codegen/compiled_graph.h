@@ -67,7 +67,7 @@ class CompiledGraph {
   CompiledGraph& operator=(const CompiledGraph&) = delete;
 
   // Same contract as AtenExecutor::run. For a graph that records_autograd(), the fused run
-  // records nothing: the runtime wraps it in an autograd node (recomputed_backward.h).
+  // records nothing: the runtime wraps it in an autograd node (graph_autograd_node.h).
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
 
   // A graph that autograd records (an input requires grad under grad mode) and that is

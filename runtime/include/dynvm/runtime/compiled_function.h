@@ -42,7 +42,7 @@ struct Counters {
   int64_t graph_failures = 0;  // graphs that raised at run time (the part then ran eagerly)
   int64_t guard_glues = 0;     // variants whose guards were compiled (guard_glue.h)
   int64_t glue_runs = 0;       // calls whose graph ran inside a native function (variant_glue.h)
-  // Graphs autograd records that got a compiled backward (compiled_backward.h), with the
+  // Graphs autograd records that got a compiled backward (graph_autograd_node.h), with the
   // bytes their forwards keep for the backward, and what those would be without
   // recomputation, and the time spent compiling each half (microseconds).
   int64_t compiled_backwards = 0;
