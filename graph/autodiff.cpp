@@ -346,11 +346,15 @@ class Differentiator {
     } else if (op == "aten::rsqrt") {
       add(x, mul(g, mul(mul(out, mul(out, out)), real(-0.5))));
     } else if (op == "aten::abs") {
-      Value* sign = bin("aten::sub.Tensor", as_dtype_of(bin("aten::gt.Scalar", x, real(0)), g),
-                        as_dtype_of(bin("aten::lt.Scalar", x, real(0)), g));
-      add(x, mul(g, sign));
+      // One node per statement here and below wherever two arguments would make nodes:
+      // the order C++ evaluates arguments in differs between compilers, and the graph's
+      // node order must not.
+      Value* positive = as_dtype_of(bin("aten::gt.Scalar", x, real(0)), g);
+      Value* negative = as_dtype_of(bin("aten::lt.Scalar", x, real(0)), g);
+      add(x, mul(g, bin("aten::sub.Tensor", positive, negative)));
     } else if (op == "aten::relu") {
-      add(x, where(bin("aten::gt.Scalar", out, real(0)), g, zeros_like(g)));
+      Value* alive = bin("aten::gt.Scalar", out, real(0));
+      add(x, where(alive, g, zeros_like(g)));
     } else if (op == "aten::reciprocal") {
       add(x, un("aten::neg", mul(g, mul(out, out))));
     } else if (op == "aten::sin") {
