@@ -210,10 +210,7 @@ class Differentiator {
     return bin(tensor ? "aten::div.Tensor" : "aten::div.Scalar", a, std::move(c));
   }
   Value* as_dtype_of(Value* mask, const Value* like) { return b_.convert(mask, meta(like).dtype); }
-  // Zeros shaped and typed like `like`: `like > inf` is false everywhere, NaN included.
-  Value* zeros_like(Value* like) {
-    return b_.convert(bin("aten::gt.Scalar", like, real(INFINITY)), meta(like).dtype);
-  }
+  Value* zeros_like(Value* like) { return b_.zeros_like(like, meta(like).dtype); }
   Value* where(Value* condition, Value* a, Value* c) {
     return b_.primitive("aten::where.self", {condition, a, c});
   }

@@ -408,13 +408,6 @@ bool log_sigmoid_forward(Rewrite& r) {
 
 // ----- constants and masks
 
-// A tensor of zeros shaped like `like`, in `dtype`, from primitives alone: nothing
-// compares greater than infinity (NaN neither), so the comparison is all false.
-Value* zeros_like(Rewrite& r, Value* like, DType dtype) {
-  Value* none = r.b.binary("aten::gt.Scalar", like, real(INFINITY));
-  return r.b.convert(none, dtype);
-}
-
 bool real_tensor(const Value* x) {
   return x != nullptr && x->meta()->dtype != DType::Complex64 &&
          x->meta()->dtype != DType::Complex128;
@@ -470,7 +463,7 @@ bool dtype_fits(DType from, DType to) {
 
 // `value` everywhere, shaped like `like`, converted to `dtype` as ATen casts fills.
 Value* filled_like(Rewrite& r, Value* like, const Argument& value, DType dtype) {
-  Value* filled = r.b.binary("aten::add.Scalar", zeros_like(r, like, dtype), value);
+  Value* filled = r.b.binary("aten::add.Scalar", r.b.zeros_like(like, dtype), value);
   return r.b.convert(filled, dtype);
 }
 
@@ -530,7 +523,7 @@ bool where_scalar_other(Rewrite& r) {
   Value* x = r.tensor(1, "self");
   auto other = r.scalar(2, "other", Argument());
   if (condition == nullptr || !real_tensor(x) || !other || other->is_none()) return false;
-  Value* fill = r.b.binary("aten::add.Scalar", zeros_like(r, x, x->meta()->dtype), *other);
+  Value* fill = r.b.binary("aten::add.Scalar", r.b.zeros_like(x, x->meta()->dtype), *other);
   r.results[0] = r.b.primitive("aten::where.self", {condition, x, fill});
   return true;
 }
@@ -540,7 +533,7 @@ bool where_scalar_self(Rewrite& r) {
   auto self = r.scalar(1, "self", Argument());
   Value* other = r.tensor(2, "other");
   if (condition == nullptr || !real_tensor(other) || !self || self->is_none()) return false;
-  Value* fill = r.b.binary("aten::add.Scalar", zeros_like(r, other, other->meta()->dtype), *self);
+  Value* fill = r.b.binary("aten::add.Scalar", r.b.zeros_like(other, other->meta()->dtype), *self);
   r.results[0] = r.b.primitive("aten::where.self", {condition, fill, other});
   return true;
 }
@@ -802,8 +795,8 @@ bool logsumexp(Rewrite& r) {
   Value* xc = r.b.convert(x, computation_dtype(x->meta()->dtype));
   Value* maximum = r.b.amax(xc, *wrapped, true);
   Value* infinite = r.b.binary("aten::eq.Scalar", r.b.unary("aten::abs", maximum), real(INFINITY));
-  Value* shift = r.b.primitive("aten::where.self",
-                               {infinite, zeros_like(r, maximum, maximum->meta()->dtype), maximum});
+  Value* shift = r.b.primitive(
+      "aten::where.self", {infinite, r.b.zeros_like(maximum, maximum->meta()->dtype), maximum});
   Value* total = r.b.sum(r.b.unary("aten::exp", r.b.binary("aten::sub.Tensor", xc, shift)),
                          *wrapped, *keepdim);
   Value* logs = r.b.unary("aten::log", total);

@@ -151,10 +151,10 @@ class Partitioner {
 
   Expected<ForwardBackward> build() {
     ForwardBackward split;
-    split.num_forward_outputs = joint_.num_forward_outputs;
-    split.differentiable_outputs = joint_.differentiable_outputs;
-    split.grad_inputs = joint_.grad_inputs;
-    split.saved_bytes_without_recompute = without_recompute_;
+    split.info.num_forward_outputs = joint_.num_forward_outputs;
+    split.info.differentiable_outputs = joint_.differentiable_outputs;
+    split.info.grad_inputs = joint_.grad_inputs;
+    split.info.saved_bytes_without_recompute = without_recompute_;
 
     // The forward: every forward node (the passes drop what nothing reads).
     std::vector<Value*> fmap(graph_.num_values(), nullptr);
@@ -193,14 +193,14 @@ class Partitioner {
           } else {
             from = {false, forward_outputs.size()};
             forward_outputs.push_back(flookup(v));
-            split.saved_bytes += bytes_of(v);
+            split.info.saved_bytes += bytes_of(v);
           }
         }
-        split.saved.push_back(from);
+        split.info.saved.push_back(from);
         ValueType type = v->type();
         if (type.meta) type.meta->requires_grad = false;
-        bmap[v->id()] = split.backward.add_input("saved_" + std::to_string(split.saved.size() - 1),
-                                                 std::move(type));
+        bmap[v->id()] = split.backward.add_input(
+            "saved_" + std::to_string(split.info.saved.size() - 1), std::move(type));
       };
       bool wanted = recompute_[node->id()] || (!is_forward_node(node) && is_live(node));
       if (!wanted) continue;
@@ -216,7 +216,7 @@ class Partitioner {
       Node* copy = copy_node(split.backward, *node, blookup);
       for (size_t i = 0; i < node->num_outputs(); ++i)
         bmap[node->output(i)->id()] = copy->output(i);
-      split.recomputed_nodes += recompute_[node->id()] ? 1 : 0;
+      split.info.recomputed_nodes += recompute_[node->id()] ? 1 : 0;
     }
     std::vector<Value*> gradients;
     for (size_t i = joint_.num_forward_outputs; i < graph_.outputs().size(); ++i) {
@@ -256,13 +256,13 @@ std::string to_text(const ForwardBackward& split) {
   std::string text =
       "# forward\n" + to_text(split.forward) + "# backward\n" + to_text(split.backward);
   text += "# saved:";
-  for (const SavedValue& s : split.saved) {
+  for (const SavedValue& s : split.info.saved) {
     text += s.from_input ? " input " : " output ";
     text += std::to_string(s.index);
   }
-  text += "\n# saved bytes: " + std::to_string(split.saved_bytes) + " (without recomputation " +
-          std::to_string(split.saved_bytes_without_recompute) +
-          "), recomputed nodes: " + std::to_string(split.recomputed_nodes) + "\n";
+  text += "\n# saved bytes: " + std::to_string(split.info.saved_bytes) +
+          " (without recomputation " + std::to_string(split.info.saved_bytes_without_recompute) +
+          "), recomputed nodes: " + std::to_string(split.info.recomputed_nodes) + "\n";
   return text;
 }
 

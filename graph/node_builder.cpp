@@ -1,6 +1,8 @@
 // NodeBuilder: primitive nodes with inferred metadata, inserted at a fixed position.
 #include "dynvm/graph/node_builder.h"
 
+#include <cmath>
+
 #include "dynvm/graph/check.h"
 #include "dynvm/graph/primitive_ops.h"
 
@@ -40,6 +42,10 @@ Value* NodeBuilder::reshape(Value* x, const std::vector<int64_t>& sizes) {
 Value* NodeBuilder::sum(Value* x, const std::vector<int64_t>& dims, bool keepdim) {
   return primitive("aten::sum.dim_IntList",
                    {x, Argument::int_list(dims), Argument::boolean(keepdim)});
+}
+
+Value* NodeBuilder::zeros_like(Value* like, DType dtype) {
+  return convert(binary("aten::gt.Scalar", like, Argument::real(INFINITY)), dtype);
 }
 
 Value* NodeBuilder::amax(Value* x, const std::vector<int64_t>& dims, bool keepdim) {

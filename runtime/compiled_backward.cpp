@@ -20,7 +20,7 @@ struct CompiledGraphBackward : public torch::autograd::Function<CompiledGraphBac
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
                                const c10::intrusive_ptr<GraphHolder>& holder) {
     const codegen::CompiledGraph& graph = *holder->graph;
-    const codegen::CompiledBackward& split = *graph.compiled_backward();
+    const graph::SplitInfo& split = graph.compiled_backward()->info;
     variable_list all = graph.run_saving_for_backward(inputs.vec());
     variable_list saved;
     for (const graph::SavedValue& s : split.saved) {
@@ -30,7 +30,7 @@ struct CompiledGraphBackward : public torch::autograd::Function<CompiledGraphBac
     ctx->saved_data["graph"] = c10::IValue::make_capsule(holder);
     ctx->saved_data["inputs"] = static_cast<int64_t>(inputs.size());
     variable_list outputs(all.begin(),
-                          all.begin() + static_cast<std::ptrdiff_t>(split.num_outputs));
+                          all.begin() + static_cast<std::ptrdiff_t>(split.num_forward_outputs));
     variable_list constant;
     for (size_t k = 0; k < outputs.size(); ++k) {
       bool differentiable =
@@ -43,15 +43,16 @@ struct CompiledGraphBackward : public torch::autograd::Function<CompiledGraphBac
   }
 
   static variable_list backward(AutogradContext* ctx, const variable_list& grad_outputs) {
-    const codegen::CompiledBackward& split =
+    const codegen::CompiledBackward& compiled =
         *graph_for_backward(ctx->saved_data["graph"]).compiled_backward();
+    const graph::SplitInfo& split = compiled.info;
     variable_list args = ctx->get_saved_variables();
     for (size_t k : split.differentiable_outputs) {
       // The backward graph reads its gradients row-major; autograd materialises absent ones
       // as zeros.
       args.push_back(grad_outputs[k].contiguous());
     }
-    variable_list found = split.backward->run(args);
+    variable_list found = compiled.backward->run(args);
     // One gradient per input, then none for the holder.
     variable_list grads(static_cast<size_t>(ctx->saved_data["inputs"].toInt()) + 1);
     for (size_t j = 0; j < split.grad_inputs.size(); ++j) grads[split.grad_inputs[j]] = found[j];

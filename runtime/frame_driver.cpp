@@ -352,8 +352,8 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
   if (const codegen::CompiledBackward* backward = variants[0]->compiled_backward()) {
     Counters& c = counters();
     ++c.compiled_backwards;
-    c.saved_bytes += backward->saved_bytes;
-    c.saved_bytes_without_recompute += backward->saved_bytes_without_recompute;
+    c.saved_bytes += backward->info.saved_bytes;
+    c.saved_bytes_without_recompute += backward->info.saved_bytes_without_recompute;
     c.forward_compile_us += static_cast<int64_t>(backward->forward_compile_ms * 1e3);
     c.backward_compile_us += static_cast<int64_t>(backward->backward_compile_ms * 1e3);
     if (log_enabled("perf")) {
@@ -363,9 +363,9 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
                    "nodes recomputed)\n",
                    code_name(code).c_str(), location(*cache.info, start).c_str(),
                    backward->forward_compile_ms, backward->backward_compile_ms,
-                   static_cast<long long>(backward->saved_bytes),
-                   static_cast<long long>(backward->saved_bytes_without_recompute),
-                   backward->recomputed_nodes);
+                   static_cast<long long>(backward->info.saved_bytes),
+                   static_cast<long long>(backward->info.saved_bytes_without_recompute),
+                   backward->info.recomputed_nodes);
     }
   }
   if (ops > 0) write_graph_files(code_name(code), location(*cache.info, start), *variants[0]);

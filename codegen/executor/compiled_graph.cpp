@@ -298,13 +298,7 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
         auto pair = std::make_shared<CompiledBackward>();
         const graph::ForwardBackward& halves = split.value();
         pair->backward = std::move(backward).value();
-        pair->saved = halves.saved;
-        pair->num_outputs = halves.num_forward_outputs;
-        pair->differentiable_outputs = halves.differentiable_outputs;
-        pair->grad_inputs = halves.grad_inputs;
-        pair->saved_bytes = halves.saved_bytes;
-        pair->saved_bytes_without_recompute = halves.saved_bytes_without_recompute;
-        pair->recomputed_nodes = halves.recomputed_nodes;
+        pair->info = halves.info;
         pair->forward_compile_ms = ms(split_done, forward_done);
         pair->backward_compile_ms =
             ms(started, split_done) + ms(forward_done, std::chrono::steady_clock::now());
@@ -421,7 +415,7 @@ std::vector<at::Tensor> CompiledGraph::run_saving_for_backward(
 
 std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& inputs) const {
   std::vector<at::Tensor> outputs = run_saving_for_backward(inputs);
-  if (backward_) outputs.resize(backward_->num_outputs);
+  if (backward_) outputs.resize(backward_->info.num_forward_outputs);
   return outputs;
 }
 

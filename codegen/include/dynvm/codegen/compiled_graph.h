@@ -34,17 +34,11 @@ class CompiledGraph;
 
 // A graph autograd records, differentiated and split (graph/joint_partition.h): its
 // CompiledGraph runs the forward half, which also returns the values the backward reads;
-// `backward` takes those values (`saved`: forward inputs or outputs), then one gradient
-// per differentiable output, and returns one gradient per entry of `grad_inputs`.
+// `backward` takes those values (info.saved: forward inputs or outputs), then one gradient
+// per differentiable output, and returns one gradient per entry of info.grad_inputs.
 struct CompiledBackward {
   std::shared_ptr<const CompiledGraph> backward;
-  std::vector<graph::SavedValue> saved;
-  size_t num_outputs = 0;  // the graph's own outputs, first among the forward half's
-  std::vector<size_t> differentiable_outputs;
-  std::vector<size_t> grad_inputs;
-  int64_t saved_bytes = 0;  // intermediates kept for the backward
-  int64_t saved_bytes_without_recompute = 0;
-  size_t recomputed_nodes = 0;
+  graph::SplitInfo info;
   double forward_compile_ms = 0;   // the forward half's passes and kernels
   double backward_compile_ms = 0;  // differentiation, partition and the backward half's
 };

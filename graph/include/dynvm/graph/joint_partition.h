@@ -21,15 +21,10 @@ struct SavedValue {
   size_t index = 0;
 };
 
-struct ForwardBackward {
-  // Inputs: the original graph's. Outputs: the original graph's, then the saved
-  // intermediates that are not among them.
-  Graph forward;
-  // Inputs: one per entry of `saved`, then one tangent per differentiable output.
-  // Outputs: one gradient per entry of `grad_inputs`.
-  Graph backward;
-  std::vector<SavedValue> saved;
-  size_t num_forward_outputs = 0;              // the original graph's outputs
+// How the two halves of a split connect, and what the split saved.
+struct SplitInfo {
+  std::vector<SavedValue> saved;   // where each of the backward's first inputs comes from
+  size_t num_forward_outputs = 0;  // the original graph's outputs
   std::vector<size_t> differentiable_outputs;  // as in JointGraph
   std::vector<size_t> grad_inputs;             // as in JointGraph
   // Bytes of the intermediates the forward keeps for the backward (its inputs and outputs
@@ -38,6 +33,16 @@ struct ForwardBackward {
   int64_t saved_bytes = 0;
   int64_t saved_bytes_without_recompute = 0;
   size_t recomputed_nodes = 0;  // forward nodes the backward runs again
+};
+
+struct ForwardBackward {
+  // Inputs: the original graph's. Outputs: the original graph's, then the saved
+  // intermediates that are not among them.
+  Graph forward;
+  // Inputs: one per entry of info.saved, then one tangent per differentiable output.
+  // Outputs: one gradient per entry of info.grad_inputs.
+  Graph backward;
+  SplitInfo info;
 };
 
 // Fails when the backward would read a forward value that is not a tensor.

@@ -34,6 +34,9 @@ class NodeBuilder {
   Value* reshape(Value* x, const std::vector<int64_t>& sizes);
   Value* sum(Value* x, const std::vector<int64_t>& dims, bool keepdim);
   Value* amax(Value* x, const std::vector<int64_t>& dims, bool keepdim);
+  // Zeros shaped like `like`, in `dtype`, from primitives alone: nothing compares greater
+  // than infinity (NaN neither), so `like > inf` is all false.
+  Value* zeros_like(Value* like, DType dtype);
 
  private:
   Graph* graph_;
