@@ -22,15 +22,15 @@ import dynvm
 from timing import interleaved_best, take_rounds
 
 
-def gpt2():
+def gpt2(device="cpu"):
     from models import gpt2_block
 
     config = gpt2_block.GPT2Config(block_size=128, vocab_size=1024, n_layer=4, n_head=4,
                                    n_embd=256, dropout=0.1)
-    model = gpt2_block.build_tiny_gpt2(0, config).train()
+    model = gpt2_block.build_tiny_gpt2(0, config).train().to(device)
     gen = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, 1024, (8, 128), generator=gen)
-    targets = torch.randint(0, 1024, (8, 128), generator=gen)
+    tokens = torch.randint(0, 1024, (8, 128), generator=gen).to(device)
+    targets = torch.randint(0, 1024, (8, 128), generator=gen).to(device)
 
     def loss(out):
         return F.cross_entropy(out.view(-1, out.size(-1)), targets.view(-1))
@@ -38,25 +38,26 @@ def gpt2():
     return model, (tokens,), loss
 
 
-def resnet18():
+def resnet18(device="cpu"):
     import torchvision
 
     torch.manual_seed(0)
-    model = torchvision.models.resnet18(num_classes=10).train()
-    x = torch.randn(16, 3, 64, 64, generator=torch.Generator().manual_seed(0))
-    targets = torch.arange(16) % 10
+    model = torchvision.models.resnet18(num_classes=10).train().to(device)
+    x = torch.randn(16, 3, 64, 64, generator=torch.Generator().manual_seed(0)).to(device)
+    targets = (torch.arange(16) % 10).to(device)
     return model, (x,), lambda out: F.cross_entropy(out, targets)
 
 
-def mlp():
+def mlp(device="cpu"):
     torch.manual_seed(0)
     layers = []
     for _ in range(3):
         layers += [nn.Linear(1024, 1024), nn.LayerNorm(1024), nn.GELU()]
-    x = torch.randn(256, 1024, generator=torch.Generator().manual_seed(0))
-    return nn.Sequential(*layers), (x,), lambda out: out.square().mean()
+    x = torch.randn(256, 1024, generator=torch.Generator().manual_seed(0)).to(device)
+    return nn.Sequential(*layers).to(device), (x,), lambda out: out.square().mean()
 
 
+# name -> (device) -> (model, args, loss of the output), all on `device`.
 WORKLOADS = {"gpt2_4layer": gpt2, "resnet18_64px": resnet18, "mlp_3layer": mlp}
 
 

@@ -82,14 +82,20 @@ std::optional<bool> aliases_input(const Node& node) {
 
 // Batch norm in training with running statistics, which it updates in place:
 // aten::native_batch_norm(x, w, b, running_mean, running_var, True, momentum, eps), or
-// aten::_native_batch_norm_legit with the same arguments.
+// aten::_native_batch_norm_legit with the same arguments, or the cuDNN and MIOpen forms a
+// CUDA trace records.
 bool is_training_batch_norm(const Node& node) {
-  if (node.op() != "aten::native_batch_norm" && node.op() != "aten::_native_batch_norm_legit") {
+  // The vendor forms take the same arguments; cuDNN's fourth output (its workspace) has
+  // no native equivalent and must be unused.
+  bool vendor = node.op() == "aten::cudnn_batch_norm" || node.op() == "aten::miopen_batch_norm";
+  if (node.op() != "aten::native_batch_norm" && node.op() != "aten::_native_batch_norm_legit" &&
+      !vendor) {
     return false;
   }
+  bool outputs =
+      node.num_outputs() == 3 || (vendor && node.num_outputs() == 4 && !node.output(3)->has_uses());
   return node.args().size() == 8 && node.arg(5).kind() == Argument::Kind::Bool &&
-         node.arg(5).as_bool() && node.arg(3).is_value() && node.arg(4).is_value() &&
-         node.num_outputs() == 3;
+         node.arg(5).as_bool() && node.arg(3).is_value() && node.arg(4).is_value() && outputs;
 }
 
 // X(in-place operator, functional twin) where the twin is not the name without '_':
@@ -300,7 +306,7 @@ class Functionalizer {
       throw Unsupported{};
     }
     std::vector<ValueType> types;
-    for (const Value* out : node.outputs()) types.push_back(out->type());
+    for (size_t i = 0; i < 3; ++i) types.push_back(node.output(i)->type());
     Node* norm = out_.append("aten::native_batch_norm",
                              {x, map_argument(node.arg(1)), map_argument(node.arg(2)), Argument(),
                               Argument(), Argument::boolean(true), node.arg(6), node.arg(7)},

@@ -588,6 +588,17 @@ class TorchBridge::RecipeBuilder {
     OutputRecipe r;
     switch (v->kind) {
       case TracedValue::Kind::Tensor: {
+        // A graph input handed back as it is, from an argument or a value-stack entry
+        // the call started with: the caller's own object, read from that source, not a
+        // graph output (an input returned from the graph would keep a graph that autograd
+        // records from being one node, and a training step's graph ends at
+        // loss.backward() with its arguments still live). Not from other sources: an
+        // attribute or item may be rebound by the time the outputs are rebuilt.
+        if (v->source && v->graph_value != nullptr && v->graph_value->is_input() &&
+            (v->source->kind() == Source::Kind::Local ||
+             v->source->kind() == Source::Kind::Stack)) {
+          return from_source(v->source);
+        }
         r.kind = OutputRecipe::Kind::GraphOutput;
         for (size_t i = 0; i < outputs_.size(); ++i) {
           if (outputs_[i] == v->graph_value) r.index = static_cast<int>(i);

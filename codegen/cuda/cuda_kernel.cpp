@@ -260,13 +260,14 @@ void CudaKernel::launch(const CudaCompiledSchedule& schedule, std::vector<void*>
     pointers.push_back(scratch.back().data_ptr());
   }
   if (launch.split_parts > 0) {
-    // Split rows: one partial per part, and per row a count of the parts done, from zero.
+    // Split rows or columns: one partial per part (and reduction), and per row or block of
+    // columns a count of the parts done, from zero.
     scratch.push_back(
-        at::empty({launch.iterations * launch.split_parts},
+        at::empty({launch.split_partial_count()},
                   at::TensorOptions().device(device).dtype(to_scalar_type(launch.split_type))));
     pointers.push_back(scratch.back().data_ptr());
-    scratch.push_back(
-        at::zeros({launch.iterations}, at::TensorOptions().device(device).dtype(at::kInt)));
+    scratch.push_back(at::zeros({launch.split_counter_count()},
+                                at::TensorOptions().device(device).dtype(at::kInt)));
     pointers.push_back(scratch.back().data_ptr());
   }
   std::vector<void*> args;

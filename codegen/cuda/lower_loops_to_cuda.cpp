@@ -31,6 +31,7 @@ std::string_view cuda_scheme_name(CudaScheme scheme) {
 }
 
 int64_t CudaLaunch::grid(bool vectorized) const {
+  if (scheme == CudaScheme::ColumnSplit) return column_blocks() * split_parts;
   if (split_parts > 0) return iterations * split_parts;  // every part its own block
   int64_t threads = vectorized && vector_lanes > 0 ? iterations / vector_lanes : iterations;
   int64_t wanted =
@@ -39,7 +40,20 @@ int64_t CudaLaunch::grid(bool vectorized) const {
 }
 
 int64_t CudaLaunch::scratch_slots() const {
+  if (scheme == CudaScheme::ColumnSplit) return iterations;  // a column's rows share a slot
   return scheme == CudaScheme::Flat ? grid() * block_threads : grid();
+}
+
+int64_t CudaLaunch::column_blocks() const {
+  return (iterations + block_threads - 1) / block_threads;
+}
+
+int64_t CudaLaunch::split_partial_count() const {
+  return split_reductions * split_parts * iterations;
+}
+
+int64_t CudaLaunch::split_counter_count() const {
+  return scheme == CudaScheme::ColumnSplit ? column_blocks() : iterations;
 }
 
 namespace {
@@ -341,12 +355,23 @@ class Emitter {
         launch.split_type = reduce->type;
       }
     }
+    if (launch.scheme == CudaScheme::Flat) {
+      column_rows_ = column_rows(chain);
+      int64_t parts = column_split_parts(launch, column_rows_.rows);
+      if (parts > 0) {
+        launch.scheme = CudaScheme::ColumnSplit;
+        launch.split_parts = parts;
+        launch.split_type = column_rows_.type;
+        launch.split_reductions = column_rows_.reductions;
+      }
+    }
     launch_ = &launch;
     choose_index_type(launch);
 
     std::string text = std::string(kPrelude) + "\n" + kernel_text(chain, k_.name, false);
-    launch.vector_lanes =
-        launch.scheme == CudaScheme::Flat ? vector_lanes(chain) : row_vector_lanes(chain);
+    launch.vector_lanes = launch.scheme == CudaScheme::Flat          ? vector_lanes(chain)
+                          : launch.scheme == CudaScheme::RowPerBlock ? row_vector_lanes(chain)
+                                                                     : 0;
     if (launch.vector_lanes > 0) {
       text += "\n" + kernel_text(chain, k_.name + "_v" + std::to_string(kLanes), true);
       for (size_t i = 0; i < k_.buffers.size(); ++i) {
@@ -387,10 +412,19 @@ class Emitter {
     std::string slot = launch.scheme == CudaScheme::Flat
                            ? "(static_cast<" + idx_ + ">(blockIdx.x) * blockDim.x + threadIdx.x)"
                            : "static_cast<" + idx_ + ">(blockIdx.x)";
+    if (launch.scheme == CudaScheme::ColumnSplit) {
+      // This block's columns and part of their rows; a column's temporaries are one slot.
+      const std::string parts = std::to_string(launch.split_parts);
+      line("const int part = static_cast<int>(blockIdx.x % " + parts + ");");
+      line("const " + idx_ + " tile = static_cast<" + idx_ + ">(blockIdx.x) / " + parts + ";");
+      slot = "f" + std::to_string(chain.back()->vars[0]);
+      line("const " + idx_ + " " + slot + " = tile * blockDim.x + threadIdx.x;");
+    }
     for (const LoopBuffer& b : k_.buffers) {
       if (b.role != BufferRole::Temp) continue;
+      std::string elements = std::to_string(launch.temp_elements[t++]);
       line(storage_ctype(b.dtype) + "* __restrict__ " + b.name + " = " + b.name + "_scratch + " +
-           slot + " * " + std::to_string(launch.temp_elements[t++]) + ";");
+           slot + (launch.scheme == CudaScheme::ColumnSplit ? "" : " * " + elements) + ";");
     }
     for (const auto& stmt : k_.body) {
       if (stmt->kind == LoopStmtKind::Instr) emit_instr(*stmt);
@@ -401,6 +435,8 @@ class Emitter {
     } else if (launch.scheme == CudaScheme::Flat) {
       emit_flat(chain, "static_cast<" + idx_ + ">(blockIdx.x) * blockDim.x + threadIdx.x",
                 "static_cast<" + idx_ + ">(gridDim.x) * blockDim.x");
+    } else if (launch.scheme == CudaScheme::ColumnSplit) {
+      emit_column_split(chain);
     } else if (launch.split_parts > 0) {
       emit_split_row(chain);
     } else {
@@ -442,11 +478,21 @@ class Emitter {
     return reduce;
   }
 
+  // The body of a loop the caller opened over flat index `flat` of reduction `s`'s
+  // variables: the variables, the body and the fold into `acc`; then closes the loop.
+  void emit_fold(const LoopStmt& s, const std::string& flat, const std::string& acc) {
+    ++indent_;
+    split_flat(flat, s.vars, s.extents);
+    emit_block(s.body, Mode::Thread);
+    line(acc + " = " + combine(s.reduce, s.type, acc, name(s.yield)) + ";");
+    --indent_;
+    line("}");
+  }
+
   // Blocks per row for `rows` rows of `n` elements folded by blocks of `threads`: enough
   // for about kSplitBlocks blocks in all, each folding at least 8 elements per thread; 0
   // when the rows alone are many enough or a row is too short to share.
   static int64_t split_parts(int64_t rows, int64_t n, int64_t threads) {
-    constexpr int64_t kSplitBlocks = 512;
     if (rows * 4 > kSplitBlocks) return 0;
     int64_t per_block = threads * 8;
     int64_t parts = std::min(kSplitBlocks / rows, (n + per_block - 1) / per_block);
@@ -479,12 +525,7 @@ class Emitter {
       line("for (" + idx_ + " " + flat + " = part * " + threads + " + threadIdx.x; " + flat +
            " < " + std::to_string(n) + "; " + flat +
            " += " + std::to_string(launch_->split_parts * launch_->block_threads) + ") {");
-      ++indent_;
-      split_flat(flat, s.vars, s.extents);
-      emit_block(s.body, Mode::Thread);
-      line(acc + " = " + combine(s.reduce, s.type, acc, name(s.yield)) + ";");
-      --indent_;
-      line("}");
+      emit_fold(s, flat, acc);
       std::string shared = "red" + std::to_string(s.result);
       std::string last = "last" + std::to_string(s.result);
       shared_.push_back("__shared__ " + ct + " " + shared + "[32];");
@@ -518,6 +559,218 @@ class Emitter {
       line("const " + ct + " " + name(s.result) + " = dv_block_reduce(" + folded + ", " + functor +
            ", " + identity + ", " + shared + ");");
     }
+  }
+
+  // --- column split -----------------------------------------------------------------
+  // A flat kernel whose columns (its iterations) each fold reductions over many rows, with
+  // loops over the same rows beside them (full-size outputs of a bias or layer-norm
+  // gradient): too few columns to fill the GPU, each thread walking every row. The rows
+  // are split across blocks instead (CudaLaunch::split_parts).
+
+  // What the split needs to know of the innermost level's body: the rows of its row loops
+  // (0: the kernel does not split), its reductions (all of one type), and the values
+  // computed from them, which only the last block may compute.
+  struct ColumnRows {
+    int64_t rows = 0;
+    int64_t reductions = 0;
+    DType type = DType::Float32;
+    std::set<ValueId> dependent;
+  };
+
+  // The body splits when it is instructions, stores, and row loops: reductions (without
+  // reductions inside) and loops without reductions, all over the same number of rows,
+  // none using a reduction's result; the instructions load only inputs (the last block
+  // computes them again), and a temporary is accessed only inside a row loop, at that
+  // loop's own row (so a column's slot is shared by its parts without overlap).
+  ColumnRows column_rows(const std::vector<const LoopStmt*>& chain) const {
+    ColumnRows out;
+    std::set<ValueId> dependent;
+    int64_t rows = 0;
+    auto loads_inputs_only = [&](const LoopStmt& stmt) {
+      return stmt.kind != LoopStmtKind::Instr || stmt.op != LoopOp::Load ||
+             k_.buffers.at(static_cast<size_t>(stmt.buffer)).role == BufferRole::Input;
+    };
+    for (size_t l = 0; l + 1 < chain.size(); ++l) {
+      for (const auto& stmt : chain[l]->body) {
+        if (!loads_inputs_only(*stmt)) return {};
+      }
+    }
+    for (const auto& stmt : chain.back()->body) {
+      const LoopStmt& s = *stmt;
+      if (s.kind == LoopStmtKind::Instr) {
+        if (!loads_inputs_only(s)) return {};
+        if (uses(s, dependent)) dependent.insert(s.result);
+        continue;
+      }
+      if (s.kind == LoopStmtKind::Store) {
+        if (k_.buffers.at(static_cast<size_t>(s.buffer)).role == BufferRole::Temp) return {};
+        continue;
+      }
+      if (contains_reduce(s.body) || uses_in(s.body, dependent)) return {};
+      std::vector<ValueId> vars = s.vars;
+      std::vector<int64_t> extents = s.extents;
+      if (s.kind == LoopStmtKind::For) std::tie(vars, extents) = chain_space(flat_chain(s));
+      int64_t n = 1;
+      for (int64_t e : extents) n *= e;
+      if ((rows != 0 && n != rows) || !temps_at_row(s.body, vars, extents)) return {};
+      rows = n;
+      if (s.kind == LoopStmtKind::Reduce) {
+        if (out.reductions > 0 && s.type != out.type) return {};
+        out.type = s.type;
+        ++out.reductions;
+        dependent.insert(s.result);
+      }
+    }
+    if (out.reductions == 0) return {};
+    out.rows = rows;
+    out.dependent = std::move(dependent);
+    return out;
+  }
+
+  // Whether `stmt` reads one of `values` (an operand, an index term or a yield).
+  static bool uses(const LoopStmt& stmt, const std::set<ValueId>& values) {
+    for (ValueId v : stmt.operands) {
+      if (values.count(v) != 0) return true;
+    }
+    for (const AffineIndex::Term& term : stmt.index.terms) {
+      if (values.count(term.value) != 0) return true;
+    }
+    return values.count(stmt.yield) != 0 || uses_in(stmt.body, values);
+  }
+
+  static bool uses_in(const LoopBlock& block, const std::set<ValueId>& values) {
+    return std::any_of(block.begin(), block.end(),
+                       [&](const auto& stmt) { return uses(*stmt, values); });
+  }
+
+  // Whether every temporary accessed in `block` is accessed at the row-major flat index of
+  // the loop variables `vars` (extents `extents`) and nothing else.
+  bool temps_at_row(const LoopBlock& block, const std::vector<ValueId>& vars,
+                    const std::vector<int64_t>& extents) const {
+    for (const auto& stmt : block) {
+      bool access = stmt->kind == LoopStmtKind::Store ||
+                    (stmt->kind == LoopStmtKind::Instr && stmt->op == LoopOp::Load);
+      if (access && k_.buffers.at(static_cast<size_t>(stmt->buffer)).role == BufferRole::Temp) {
+        const AffineIndex& index = stmt->index;
+        if (index.offset != 0) return false;
+        int64_t stride = 1;
+        size_t counted = 0;
+        for (size_t k = vars.size(); k-- > 0;) {
+          int64_t c = index.coefficient_of(vars[k]);
+          if (extents[k] > 1 && c != stride) return false;
+          counted += c != 0 ? 1 : 0;
+          stride *= extents[k];
+        }
+        if (counted != index.terms.size()) return false;
+      }
+      if (!temps_at_row(stmt->body, vars, extents)) return false;
+    }
+    return true;
+  }
+
+  // Row parts for the column split: about kSplitBlocks blocks in all with at least 8 rows
+  // a part, every part non-empty; 0 when the columns alone fill that many blocks or the
+  // rows are too few to be worth a second pass (under 64).
+  static int64_t column_split_parts(const CudaLaunch& launch, int64_t rows) {
+    if (rows < 64) return 0;
+    int64_t tiles = launch.column_blocks();
+    if (tiles * 4 > kSplitBlocks) return 0;
+    int64_t parts = std::min(kSplitBlocks / tiles, (rows + 7) / 8);
+    if (parts < 2) return 0;
+    int64_t chunk = (rows + parts - 1) / parts;
+    parts = (rows + chunk - 1) / chunk;
+    return parts >= 2 ? parts : 0;
+  }
+
+  // The column-split kernel: each thread takes one column (f, declared by kernel_text) and
+  // this block's part of the rows; it folds its rows of each reduction into a partial and
+  // runs the loops without reductions over the same rows. Every thread fences its
+  // partials; thread 0 counts the block done on its column block's counter; the block that
+  // brings the count to split_parts folds each column's partials in part order (read
+  // through volatile, after a fence) and runs the rest of the column: its instructions
+  // again, then what uses the reductions and the stores.
+  void emit_column_split(const std::vector<const LoopStmt*>& chain) {
+    const CudaLaunch& launch = *launch_;
+    const int64_t rows = column_rows_.rows;
+    const int64_t chunk = (rows + launch.split_parts - 1) / launch.split_parts;
+    const std::string parts = std::to_string(launch.split_parts);
+    const std::string columns = std::to_string(launch.iterations);
+    const std::string f = "f" + std::to_string(chain.back()->vars[0]);
+    const LoopBlock& body = chain.back()->body;
+    auto row_loop = [&](const std::string& r) {
+      std::string end = "part * " + std::to_string(chunk) + " + " + std::to_string(chunk);
+      line("for (" + idx_ + " " + r + " = part * " + std::to_string(chunk) + "; " + r + " < " +
+           end +
+           (chunk * launch.split_parts == rows ? "" : " && " + r + " < " + std::to_string(rows)) +
+           "; ++" + r + ") {");
+    };
+    auto partial = [&](int64_t k, const std::string& part) {
+      return std::to_string(k * launch.split_parts * launch.iterations) + " + " + part + " * " +
+             columns + " + " + f;
+    };
+    line("if (" + f + " < " + columns + ") {");
+    ++indent_;
+    emit_chain_prologue(f, chain);
+    int64_t k = 0;
+    for (const auto& stmt : body) {
+      const LoopStmt& s = *stmt;
+      if (s.kind == LoopStmtKind::Instr) {
+        if (column_rows_.dependent.count(s.result) == 0) emit_instr(s);
+      } else if (s.kind == LoopStmtKind::Reduce) {
+        std::string acc = "acc" + std::to_string(s.result);
+        line(value_ctype(s.type) + " " + acc + " = " + reduce_identity(s.reduce, s.type) + ";");
+        std::string r = "r" + std::to_string(s.result);
+        row_loop(r);
+        emit_fold(s, r, acc);
+        line("split_partials[" + partial(k++, "part") + "] = " + acc + ";");
+      } else if (s.kind == LoopStmtKind::For) {
+        std::vector<const LoopStmt*> loops = flat_chain(s);
+        std::string r = "r" + std::to_string(loops.back()->vars[0]);
+        row_loop(r);
+        ++indent_;
+        emit_chain_prologue(r, loops);
+        emit_block(loops.back()->body, Mode::Thread);
+        --indent_;
+        line("}");
+      }
+    }
+    --indent_;
+    line("}");
+    shared_.push_back("__shared__ bool last_columns;");
+    line("__threadfence();");
+    line("__syncthreads();");
+    line("if (threadIdx.x == 0) last_columns = atomicAdd(&split_arrivals[tile], 1u) == " + parts +
+         "u - 1u;");
+    line("__syncthreads();");
+    line("if (!last_columns) return;");
+    line("__threadfence();");
+    line("if (" + f + " < " + columns + ") {");
+    ++indent_;
+    emit_chain_prologue(f, chain);
+    k = 0;
+    for (const auto& stmt : body) {
+      const LoopStmt& s = *stmt;
+      if (s.kind == LoopStmtKind::Instr || s.kind == LoopStmtKind::Store) {
+        emit_stmt(s, Mode::Thread);
+      } else if (s.kind == LoopStmtKind::Reduce) {
+        std::string ct = value_ctype(s.type);
+        std::string acc = "all" + std::to_string(s.result);
+        line(ct + " " + acc + " = " + reduce_identity(s.reduce, s.type) + ";");
+        line("for (int j = 0; j < " + parts + "; ++j) {");
+        ++indent_;
+        line(acc + " = " +
+             combine(s.reduce, s.type, acc,
+                     "static_cast<const volatile " + ct + "*>(split_partials)[" +
+                         partial(k++, "j") + "]") +
+             ";");
+        --indent_;
+        line("}");
+        value_type_.at(static_cast<size_t>(s.result)) = s.type;
+        line("const " + ct + " " + name(s.result) + " = " + acc + ";");
+      }
+    }
+    --indent_;
+    line("}");
   }
 
   // kLanes when the flat kernel can also run kLanes contiguous iterations per thread with
@@ -1040,6 +1293,7 @@ class Emitter {
       largest = std::max(largest, n);
     }
     largest = std::max(largest, largest_extent(k_.body));
+    if (launch.split_parts > 0) largest = std::max(largest, launch.split_partial_count());
     int64_t step = launch.grid() * launch.block_threads;
     idx_ = largest + step < (int64_t{1} << 31) ? "int" : "long long";
   }
@@ -1081,7 +1335,17 @@ class Emitter {
   }
 
   std::string load_expr(const LoopBuffer& b, const AffineIndex& index) const {
-    return convert_loaded(b, b.name + "[" + index_expr(index) + "]");
+    return convert_loaded(b, element(b, index));
+  }
+
+  // Element `index` of `b`. The column split interleaves the columns' slots of a
+  // temporary (element i of column f at i * columns + f), so a warp's accesses are
+  // adjacent.
+  std::string element(const LoopBuffer& b, const AffineIndex& index) const {
+    if (b.role == BufferRole::Temp && launch_->scheme == CudaScheme::ColumnSplit) {
+      return b.name + "[(" + index_expr(index) + ") * " + std::to_string(launch_->iterations) + "]";
+    }
+    return b.name + "[" + index_expr(index) + "]";
   }
 
   // A stored element of `b` as the value it holds (16-bit floats widened).
@@ -1104,7 +1368,7 @@ class Emitter {
       in_persistent_loop_->insert(cached_access_.at(&s));
       return cached_access_.at(&s) + "[kk] = " + cast_expr(name(v), type_of(v), b.dtype) + ";";
     }
-    return b.name + "[" + index_expr(s.index) + "] = " + value + ";";
+    return element(b, s.index) + " = " + value + ";";
   }
 
   // Operator `op` on operands held as `operand` type giving `type`.
@@ -1404,6 +1668,8 @@ class Emitter {
 
   static constexpr int kLanes = 4;
   static constexpr int64_t kMaxPersistent = 16;
+  static constexpr int64_t kSplitBlocks = 512;  // blocks a split reduction aims for
+  ColumnRows column_rows_;                      // the column split's plan
 
   // Whether `s` is an access the persistent row keeps in registers, in the loop being
   // emitted.
@@ -1436,7 +1702,8 @@ class Emitter {
 
 LowerOptions cuda_lower_options() {
   LowerOptions options;
-  options.column_blocks = false;  // columns spread over threads instead
+  options.column_blocks = false;      // columns spread over threads instead
+  options.double_float_sums = false;  // float32 accumulators, as ATen's CUDA kernels
   return options;
 }
 
@@ -1452,10 +1719,15 @@ std::string describe(const CudaLaunch& launch) {
   for (int64_t e : launch.temp_elements) temps += (temps.empty() ? "" : ", ") + std::to_string(e);
   return std::string(cuda_scheme_name(launch.scheme)) + ", " +
          std::to_string(launch.block_threads) + " threads, " + std::to_string(launch.iterations) +
-         (launch.scheme == CudaScheme::Flat ? " iterations" : " rows") + ", grid " +
-         std::to_string(launch.grid()) + ", temps per slot [" + temps + "]" +
+         (launch.scheme == CudaScheme::Flat          ? " iterations"
+          : launch.scheme == CudaScheme::ColumnSplit ? " columns"
+                                                     : " rows") +
+         ", grid " + std::to_string(launch.grid()) + ", temps per slot [" + temps + "]" +
          (launch.split_parts > 0
               ? ", rows split in " + std::to_string(launch.split_parts) + " parts (" +
+                    (launch.scheme == CudaScheme::ColumnSplit
+                         ? std::to_string(launch.split_reductions) + " "
+                         : std::string()) +
                     std::string(graph::dtype_name(launch.split_type)) + " partials)"
               : "") +
          (launch.vector_lanes > 0 ? ", vectorized variant: " + std::to_string(launch.vector_lanes) +
@@ -1467,7 +1739,7 @@ std::vector<CudaSchedule> cuda_schedule_candidates(const CudaLaunch& chosen) {
   std::vector<CudaSchedule> out;
   // Threads the work can occupy: a flat kernel's iterations, a row kernel's (unknown here)
   // row elements are bounded by the block sizes the lowering itself picks (32 to 512).
-  int64_t most = chosen.scheme == CudaScheme::Flat ? chosen.iterations : 1024;
+  int64_t most = chosen.scheme == CudaScheme::RowPerBlock ? 1024 : chosen.iterations;
   for (int threads : {chosen.block_threads / 2, chosen.block_threads * 2}) {
     if (threads >= 32 && threads <= 1024 && threads <= std::max<int64_t>(most, 32)) {
       out.push_back(CudaSchedule{threads});

@@ -449,14 +449,16 @@ class GroupLowering {
   // (column sums, batch_norm statistics of channels-last data), reducing row by row would
   // stride through memory. Instead the kept elements are split into blocks of `block`
   // contiguous ones; each block accumulates whole rows into a temporary per reduction
-  // (one pass per wave of dependent reductions), then computes the outputs.
+  // (one pass per wave of dependent reductions), then computes the outputs. Full-size
+  // outputs that use no reduction (a bias or layer-norm gradient's other outputs) are
+  // stored in the first pass, which walks the full-size space anyway.
 
   // The block size, or 0 when the column schedule does not apply.
   int64_t column_block() const {
     if (reduced_.empty() || full_sizes_.empty() || row_dims_.empty()) return 0;
     if (row_dims_.back() != full_sizes_.size() - 1 || full_sizes_.back() < 16) return 0;
-    for (bool is_row : output_is_row_) {
-      if (!is_row) return 0;
+    for (size_t i = 0; i < output_is_row_.size(); ++i) {
+      if (!output_is_row_[i] && !uses_no_reduction(group_.outputs()[i])) return 0;
     }
     int64_t kept = 1;
     for (size_t d : row_dims_) kept *= full_sizes_[d];
@@ -465,6 +467,13 @@ class GroupLowering {
       if (kept % b == 0) return b;
     }
     return 0;
+  }
+
+  bool uses_no_reduction(const Value* v) const {
+    std::set<const Node*> found;
+    std::set<const Value*> seen;
+    upstream_reductions(v, found, seen);
+    return found.empty();
   }
 
   // The reductions upstream of `v` (through pointwise and view nodes).
@@ -550,8 +559,7 @@ class GroupLowering {
       ReduceKind kind = op == "aten::amax"   ? ReduceKind::Max
                         : op == "aten::amin" ? ReduceKind::Min
                                              : ReduceKind::Sum;
-      DType acc = compute_type(meta_of(node->output(0)).dtype);
-      if (kind == ReduceKind::Sum && graph::is_integral(acc, true)) acc = DType::Int64;
+      DType acc = accumulator_type(kind, compute_type(meta_of(node->output(0)).dtype));
       int64_t count = 1;
       for (int64_t d : reduced_) count *= full_sizes_[static_cast<size_t>(d)];
       int32_t buffer = static_cast<int32_t>(kernel_.buffers.size());
@@ -638,6 +646,9 @@ class GroupLowering {
                                                      : LoopOp::Min;
         insert(current_, make_store(a.buffer, at, instr(a.type, combine, {old, element})));
       }
+      for (size_t i = 0; wave == 0 && i < group_.outputs().size(); ++i) {
+        if (!output_is_row_[i]) store_output(i, full);
+      }
       close_loop(column_block);
     }
     // The outputs.
@@ -645,7 +656,7 @@ class GroupLowering {
     Index row = kept_index(j);
     load_results(waves, j, row);
     for (size_t i = 0; i < group_.outputs().size(); ++i) {
-      store_output(i, row_value_index(group_.outputs()[i], row));
+      if (output_is_row_[i]) store_output(i, row_value_index(group_.outputs()[i], row));
     }
     close_loop(column_block);
   }
@@ -1026,6 +1037,15 @@ class GroupLowering {
     unsupported("integer pow with this exponent");
   }
 
+  // The type a reduction of `kind` accumulates values of compute type `t` in: integer
+  // and bool sums in int64, float32 sums in float64 where the target asks for it.
+  DType accumulator_type(ReduceKind kind, DType t) const {
+    if (kind != ReduceKind::Sum) return t;
+    if (graph::is_integral(t, true)) return DType::Int64;
+    if (t == DType::Float32 && options_.double_float_sums) return DType::Float64;
+    return t;
+  }
+
   ValueId emit_reduction(const Node& node, const Value* v, const Index& index) {
     const std::string& op = node.op();
     const Value* input = node.arg(0).as_value();
@@ -1037,8 +1057,7 @@ class GroupLowering {
     ReduceKind kind = op == "aten::amax"   ? ReduceKind::Max
                       : op == "aten::amin" ? ReduceKind::Min
                                            : ReduceKind::Sum;
-    DType acc = compute_type(out.dtype);
-    if (kind == ReduceKind::Sum && graph::is_integral(acc, true)) acc = DType::Int64;
+    DType acc = accumulator_type(kind, compute_type(out.dtype));
 
     Block* host = host_of(index);
     std::string key = "r" + std::to_string(v->id()) + index_key(index);

@@ -131,6 +131,30 @@ def test_few_long_rows_are_split_across_blocks(dtype):
     compile_and_compare(f, x, atol=tol, rtol=tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows, columns", [(1024, 256), (1000, 300), (77, 5)])
+def test_column_reductions_split_their_rows_across_blocks(dtype, rows, columns):
+    # Sums and maxima over the rows of a few columns, fused with full-size outputs (a
+    # layer norm's or a bias's gradient) and with a summand that is also an output (kept
+    # in a temporary row): each column's rows are split across blocks, the last block of
+    # a column block folds the partials (tests/data/codegen_cuda/column_*.txt). Sizes
+    # that do not divide the block or the parts, and a case too small to split.
+    def f(g, x, r, w):
+        xhat = x * r
+        gw = g * w
+        summand = g * torch.tanh(x)
+        return ((g * xhat).sum(0), g.sum(0), gw, gw * xhat, x.amax(0), summand.sum(0),
+                summand)
+
+    g, x, w = randn(rows, columns, dtype=dtype), randn(rows, columns, dtype=dtype), randn(
+        columns, dtype=dtype)
+    r = randn(rows, 1, dtype=dtype)
+    # bfloat16: the fused summands stay float (eager rounds each product to bfloat16),
+    # which moves a sum of 1000 products by up to about 0.25.
+    atol, rtol = (1e-4, 1e-4) if dtype == torch.float32 else (0.5, 2e-2)
+    compile_and_compare(f, g, x, r, w, atol=atol, rtol=rtol)
+
+
 def test_var_mean_and_nan_propagation():
     def f(x):
         v, m = torch.var_mean(x, -1)

@@ -39,3 +39,22 @@ def test_matches_eager(name, backend):
     compiled = dynvm.compile(fn, backend=backend)
     for _ in range(2):
         torch.testing.assert_close(compiled(a, b), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", [(64, 32), (37, 300), (5, 3, 40)])
+def test_column_sums_fused_with_full_size_outputs(backend, shape):
+    # A bias and a layer-norm gradient's column sums with the full-size outputs a
+    # backward computes beside them (tests/data/codegen_cpu/column_sum_with_full_outputs.txt),
+    # and a full-size output that uses a column sum (which keeps the row schedule).
+    def fn(g, x, w):
+        gw = g * w
+        return g.sum(0), (g * x).sum(0), gw, torch.tanh(gw * x), x - x.sum(0)
+
+    gen = torch.Generator().manual_seed(0)
+    g, x = torch.randn(*shape, generator=gen), torch.randn(*shape, generator=gen)
+    w = torch.randn(shape[-1], generator=gen)
+    expected = fn(g, x, w)
+    compiled = dynvm.compile(fn, backend=backend)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(g, x, w), expected, rtol=1e-5, atol=1e-5)

@@ -36,8 +36,8 @@ def test_training_steps_match_eager():
     model = mlp()
     reference = copy.deepcopy(model)
     fast = dynvm.compile(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.01, momentum=0.9)
     for step in range(4):
         x = torch.randn(8, 16, generator=torch.Generator().manual_seed(step))
         loss = fast(x).square().mean()

@@ -11,10 +11,15 @@
 namespace dynvm::codegen {
 namespace {
 
-std::string lower(const std::string& group_text, const std::string& name) {
+// Float32 sums accumulate in float32 here, so that the texts show the loops' structure;
+// the float64 accumulators the CPU target uses have a test of their own.
+std::string lower(const std::string& group_text, const std::string& name,
+                  bool double_float_sums = false) {
   Expected<graph::Graph> group = graph::parse_graph(group_text);
   if (!group) FAIL("parse error: " << group.error().message);
-  Expected<LoopKernel> kernel = lower_group(*group, name);
+  LowerOptions options;
+  options.double_float_sums = double_float_sums;
+  Expected<LoopKernel> kernel = lower_group(*group, name, options);
   if (!kernel) FAIL("lowering error: " << kernel.error().message);
   coalesce_loops(*kernel);
   CHECK(verify_loop_kernel(*kernel).empty());
@@ -175,6 +180,37 @@ graph(%x: f32[4, 5] cpu):
       yield %1
     }
     store @out0[%i0] = %0
+  }
+}
+)");
+}
+
+TEST_CASE("lower_group: float32 sums accumulate in float64 where the target asks",
+          "[codegen_cpu][lower_group]") {
+  // A mean: summed in float64, divided there, rounded to float32 once. Max stays float32.
+  CHECK(lower(R"(
+graph(%x: f32[4, 5] cpu):
+  %0: f32[4] cpu = aten::mean.dim(%x, [1], False)
+  %1: f32[4] cpu = aten::amax(%x, [1], False)
+  return (%0, %1)
+)",
+              "wide", /*double_float_sums=*/true) ==
+        R"(kernel wide(@x: f32[20] in, @out0: f32[4] out, @out1: f32[4] out) {
+  parallel for %i0 in 0..4 {
+    %0: f64 = reduce sum for %i1 in 0..5 {
+      %1: f32 = load @x[5*%i0 + %i1]
+      %2: f64 = cast %1
+      yield %2
+    }
+    %3: f64 = const 5.0
+    %4: f64 = div %0, %3
+    %5: f32 = cast %4
+    %6: f32 = reduce max for %i2 in 0..5 {
+      %7: f32 = load @x[5*%i0 + %i2]
+      yield %7
+    }
+    store @out0[%i0] = %5
+    store @out1[%i0] = %6
   }
 }
 )");

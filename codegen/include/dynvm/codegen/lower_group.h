@@ -22,6 +22,11 @@ struct LowerOptions {
   // cache lines. Off, they reduce one kept element at a time with a strided reduction,
   // which the CUDA target spreads over threads (adjacent threads, adjacent columns).
   bool column_blocks = true;
+  // float32 sums accumulate in float64 (rounded to float32 once, at the end): a sum over
+  // many elements (batch norm's statistics over N*H*W) is then at least as accurate as
+  // ATen's cascade sum. The CPU keeps it (its reductions are memory-bound); the CUDA
+  // target accumulates in float32, as ATen's CUDA kernels do.
+  bool double_float_sums = true;
 };
 
 Expected<LoopKernel> lower_group(const graph::Graph& group, const std::string& kernel_name,

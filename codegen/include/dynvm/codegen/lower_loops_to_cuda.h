@@ -17,7 +17,9 @@ namespace dynvm::codegen {
 #define DYNVM_CUDA_SCHEMES(X)                                                                     \
   X(Flat, "flat")                 /* one thread per iteration of the flattened outer loop nest */ \
   X(RowPerBlock, "row-per-block") /* one block per parallel iteration; reductions are */          \
-  /* split across the block's threads (warp shuffles, then shared memory) */
+  /* split across the block's threads (warp shuffles, then shared memory) */                      \
+  X(ColumnSplit, "column-split") /* flat over the columns (iterations), with each column's */     \
+  /* rows split across blocks: CudaLaunch::split_parts */
 
 enum class CudaScheme : uint8_t {
 #define DYNVM_CUDA_SCHEME_ENUM(e, name) e,
@@ -48,10 +50,21 @@ struct CudaLaunch {
   // rest of the row. The caller passes two more pointers after the temps: the partials
   // (rows times split_parts values of `split_type`) and the arrivals (rows unsigned 32-bit
   // counters, zero before the launch). 0: rows are not split.
+  //
+  // The column-split scheme splits the other way: each of the few columns (iterations)
+  // folds `split_reductions` reductions over rows, and loops over the same rows may write
+  // full-size outputs. Block b takes columns (b / split_parts) * block_threads onwards and
+  // part b % split_parts of their rows; partials are split_reductions times split_parts
+  // times columns values, arrivals one counter per block of columns, and the last block
+  // of a column block folds the partials and runs what uses the reductions.
   int64_t split_parts = 0;
   graph::DType split_type = graph::DType::Float32;
+  int64_t split_reductions = 1;
   int64_t grid(bool vectorized = false) const;  // blocks to launch
   int64_t scratch_slots() const;                // slots the temporaries need
+  int64_t split_partial_count() const;          // values in the partials buffer
+  int64_t split_counter_count() const;          // arrival counters
+  int64_t column_blocks() const;                // column-split: blocks of columns
 };
 
 struct CudaKernelSource {
