@@ -3,12 +3,15 @@ GPT-2-style 4-layer model (width 256, sequence 128, batch 8), resnet18 (batch 16
 and a 3-layer MLP with LayerNorm and GELU (width 1024, batch 256). Eager PyTorch,
 `torch.compile` (Inductor with AOTAutograd) and dynvm (a compiled backward,
 graph/autodiff.h) each compile the model; the loss and the optimizer run eagerly on all
-three sides. Best per-step time of interleaved rounds (bench/timing.py), in milliseconds,
-one intra-op thread unless --threads N. Also: the bytes each side keeps for the backward
-(saved-tensor hooks, unique storages) and dynvm's compile time of each half.
+three sides. With --whole-step each compiler compiles the step function instead (forward,
+loss, backward as a graph break, the optimizer step and zero_grad), so the AdamW update is
+traced and fused too. Best per-step time of interleaved rounds (bench/timing.py), in
+milliseconds, one intra-op thread unless --threads N. Also: the bytes each side keeps for
+the backward (saved-tensor hooks, unique storages; not with --whole-step) and dynvm's
+compile time of each half.
 
     PYTHONPATH=build/python:tests python bench/cpu_training_bench.py [--no-inductor]
-        [--rounds N] [--threads N] [names...]
+        [--whole-step] [--rounds N] [--threads N] [names...]
 """
 
 import copy
@@ -85,6 +88,7 @@ def main(argv):
         del argv[at:at + 2]
     torch.set_num_threads(threads)
     inductor = "--no-inductor" not in argv
+    whole_step = "--whole-step" in argv
     names = [a for a in argv if not a.startswith("--")] or list(WORKLOADS)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print("| workload | eager ms | Inductor ms | dynvm ms | eager/dv | ind/dv | saved MB eager | "
@@ -99,13 +103,15 @@ def main(argv):
         compiled = {}
         for side, m in sides.items():
             opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-            fn = m
             if side == "dynvm":
                 dynvm.reset()
-                fn = dynvm.compile(m)
+                compiler = dynvm.compile
             elif side == "inductor":
                 torch._dynamo.reset()
-                fn = torch.compile(m)
+                compiler = torch.compile
+            else:
+                compiler = None
+            fn = compiler(m) if compiler is not None and not whole_step else m
             compiled[side] = fn
 
             def step(*a, fn=fn, opt=opt):
@@ -114,16 +120,21 @@ def main(argv):
                 opt.step()
                 opt.zero_grad(set_to_none=True)
 
-            steps.append(step)
+            steps.append(compiler(step) if compiler is not None and whole_step else step)
         steps[1](*args)  # compiles dynvm's variant
+        if whole_step:
+            steps[1](*args)  # the optimizer's state exists from the second step on
         counters = dict(dynvm.counters)
         times = interleaved_best(steps, args, repeats=rounds)
         eager_ms, dv_ms = times[0] * 1e3, times[1] * 1e3
         ind_ms = times[2] * 1e3 if inductor else float("nan")
-        mb_eager = saved_bytes(compiled["eager"], args) / 2**20
-        mb_dv = saved_bytes(compiled["dynvm"], args) / 2**20
+        if whole_step:
+            mb_eager = mb_dv = "-"
+        else:
+            mb_eager = f"{saved_bytes(compiled['eager'], args) / 2**20:.1f}"
+            mb_dv = f"{saved_bytes(compiled['dynvm'], args) / 2**20:.1f}"
         print(f"| {name} | {eager_ms:.1f} | {ind_ms:.1f} | {dv_ms:.1f} | {eager_ms / dv_ms:.2f} | "
-              f"{ind_ms / dv_ms:.2f} | {mb_eager:.1f} | {mb_dv:.1f} | "
+              f"{ind_ms / dv_ms:.2f} | {mb_eager} | {mb_dv} | "
               f"{counters['forward_compile_us'] / 1e6:.2f} / "
               f"{counters['backward_compile_us'] / 1e6:.2f} |", flush=True)
         if counters["compiled_backwards"] == 0:

@@ -1,11 +1,12 @@
 """Training steps on a CUDA device: the workloads of bench/cpu_training_bench.py (GPT-2-style
 4 layers, resnet18 at 64x64, the 3-layer MLP) moved to the GPU, each step forward, loss,
 backward and AdamW, with the model compiled by dynvm (compiled backward, CUDA kernels
-both ways) and by Inductor. Best per-step time of interleaved rounds after a
-synchronize, in milliseconds.
+both ways) and by Inductor. With --whole-step each compiler compiles the step function
+instead (forward, loss, backward as a graph break, AdamW's foreach update and zero_grad).
+Best per-step time of interleaved rounds after a synchronize, in milliseconds.
 
     PYTHONPATH=build/python:tests python bench/cuda_training_bench.py [--no-inductor]
-        [--rounds N] [--profile] [names...]
+        [--whole-step] [--rounds N] [--profile] [names...]
 
 --profile: afterwards, the 12 costliest CUDA kernels of 5 steps of each side
 (torch.profiler), to see where a side's step goes.
@@ -35,6 +36,7 @@ def main(argv):
     rounds, argv = take_rounds(argv, 3)
     inductor = "--no-inductor" not in argv
     profile = "--profile" in argv
+    whole_step = "--whole-step" in argv
     names = [a for a in argv if not a.startswith("--")] or list(WORKLOADS)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
     print("| workload | eager ms | Inductor ms | dynvm ms | eager/dv | ind/dv |")
@@ -47,17 +49,20 @@ def main(argv):
         steps = []
         for side, m in sides:
             opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-            fn = m
-            if side == "dynvm":
-                fn = dynvm.compile(m)
-            elif side == "inductor":
-                fn = torch.compile(m)
+            compiler = {"dynvm": dynvm.compile, "inductor": torch.compile}.get(side)
+            fn = compiler(m) if compiler is not None and not whole_step else m
 
-            def step(*a, fn=fn, opt=opt):
+            def update(*a, fn=fn, opt=opt):
                 loss = loss_of(fn(*a))
                 loss.backward()
                 opt.step()
                 opt.zero_grad(set_to_none=True)
+
+            if compiler is not None and whole_step:
+                update = compiler(update)
+
+            def step(*a, update=update):
+                update(*a)
                 torch.cuda.synchronize()
 
             steps.append(step)

@@ -44,6 +44,16 @@ PyObject* lookup_in_mro(PyTypeObject* type, const std::string& name, Py_ssize_t 
 }
 
 ValuePtr tensor_attribute(TraceContext& ctx, const ValuePtr& tensor, const std::string& name) {
+  if (name == "grad" && tensor->source) {
+    // The gradient autograd left on a tensor read from a source (a parameter): a graph
+    // input of its own, or None, guarded as it is now. Nothing inside a graph changes it
+    // (backward is a graph break; a write to it is a side effect load_attribute sees).
+    if (PyObject* real = ctx.bridge->real_input(tensor)) {
+      PyRef grad = PyRef::steal(PyObject_GetAttrString(real, "grad"));
+      if (!grad) unsupported_from_python_error("reading Tensor.grad");
+      return ctx.wrap(grad.get(), Source::attr(tensor->source, "grad"));
+    }
+  }
   if (name == "grad" || name == "_base" || name == "grad_fn" || name == "_version" ||
       name == "data") {
     unsupported("reading Tensor." + name + " while tracing");

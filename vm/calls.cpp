@@ -280,6 +280,12 @@ ValuePtr grad_mode(bool enabled) {
   return v;
 }
 
+ValuePtr no_op_context() {
+  auto v = std::make_shared<TracedValue>();
+  v->kind = TracedValue::Kind::NoOpContext;
+  return v;
+}
+
 // torch.autocast(...): traced when it asks for the state autocast is in already, which
 // every trace guards (AUTOCAST); a block that changes the state would change what the ops
 // in it compute, which the graph does not model.
@@ -299,9 +305,7 @@ ValuePtr autocast_context(const std::vector<ValuePtr>& args, const KwArgs& kwarg
   if (unchanged.get() != Py_True) {
     unsupported("torch.autocast() changing the autocast state inside a graph");
   }
-  auto v = std::make_shared<TracedValue>();
-  v->kind = TracedValue::Kind::NoOpAutocast;
-  return v;
+  return no_op_context();
 }
 
 ValuePtr call_module(TraceContext& ctx, const ValuePtr& module_value, std::vector<ValuePtr> args,
@@ -1218,6 +1222,9 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     return grad_mode(!mode);
   }
   if (fn == k.autocast.get()) return autocast_context(args, kwargs);
+  // A profiler range names a region for torch.profiler; the compiled graph has no such
+  // regions (torch.compile drops them too), so entering one changes nothing traced.
+  if (fn == k.record_function.get()) return no_op_context();
   if (fn == k.unchanged_exit.get()) return bool_value(false);
   if (fn == k.set_grad_enabled.get()) {
     if (args.size() != 1) unsupported("set_grad_enabled() arguments");
@@ -1247,6 +1254,15 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     std::string qualified = type->tp_name;
     if (PyType_IsSubtype(type, &PyTuple_Type) && PyObject_HasAttrString(fn, "_fields")) {
       return make_named_tuple(ctx, callable, args, kwargs);
+    }
+    if (qualified == "collections.defaultdict") {
+      // A dict that calls `factory` for a missing key (subscript() inserts what it made).
+      ValuePtr factory = args.empty() ? TracedValue::constant(PyRef::borrow(Py_None)) : args[0];
+      if (!args.empty()) args.erase(args.begin());
+      ValuePtr made = call_builtin(ctx, "dict", fn, std::move(args), std::move(kwargs));
+      made->class_value = callable;
+      made->function = factory;
+      return made;
     }
     if (qualified == "collections.OrderedDict") {
       ValuePtr made = call_builtin(ctx, "dict", fn, std::move(args), std::move(kwargs));

@@ -220,8 +220,10 @@ Expected<size_t> GuardSet::add_dict_keys(const SourcePtr& source, PyObject* dict
 }
 
 Expected<size_t> GuardSet::add_dict_version(const SourcePtr& source, PyObject* dict) {
-  if (!PyDict_CheckExact(dict)) {
-    // A dict subclass may keep state outside the dict (an OrderedDict's order).
+  if (!PyDict_CheckExact(dict) &&
+      std::string(Py_TYPE(dict)->tp_name) != "collections.defaultdict") {
+    // A dict subclass may keep state outside the dict (an OrderedDict's order); a
+    // defaultdict's factory only matters for a missing key, which no trace reads.
     return make_error("a " + type_name(Py_TYPE(dict)) + " is not exactly a dict");
   }
   return add(GuardKind::DictVersion, source, DictVersionPayload{dict_version(dict)}, "");

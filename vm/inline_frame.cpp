@@ -317,6 +317,18 @@ ValuePtr InlineFrame::run() {
 
 namespace {
 
+// A dict key: a constant, or a tuple of constants ((device, dtype)) made a constant tuple.
+ValuePtr constant_key(const ValuePtr& key) {
+  if (key->is_constant()) return key;
+  if (key->is(TracedValue::Kind::Tuple) && !key->class_value && !key->is_size) {
+    bool all_constant = true;
+    for (const ValuePtr& item : key->items) all_constant = all_constant && item->is_constant();
+    PyRef tuple = all_constant ? concrete_object(key) : PyRef();
+    if (tuple) return TracedValue::constant(std::move(tuple));
+  }
+  unsupported("a dict with a non-constant key");
+}
+
 const char* unary_operator_name(Op op) {
   switch (op) {
     case Op::UnaryPositive:
@@ -651,7 +663,7 @@ void InlineFrame::step(const Instruction& ins) {
         push(entered);
         return;
       }
-      if (manager->is(TracedValue::Kind::NoOpAutocast)) {
+      if (manager->is(TracedValue::Kind::NoOpContext)) {
         push(TracedValue::object(PyRef::borrow(KnownObjects::get()->unchanged_exit.get())));
         push(TracedValue::constant(PyRef::borrow(Py_None)));
         return;
@@ -757,8 +769,7 @@ void InlineFrame::step(const Instruction& ins) {
       std::vector<ValuePtr> kv = pop_n(static_cast<size_t>(n.arg) * 2);
       std::vector<ValuePtr> keys, values;
       for (size_t i = 0; i < kv.size(); i += 2) {
-        if (!kv[i]->is_constant()) unsupported("a dict with a non-constant key");
-        keys.push_back(kv[i]);
+        keys.push_back(constant_key(kv[i]));
         values.push_back(kv[i + 1]);
       }
       push(TracedValue::dict(std::move(keys), std::move(values), true));
@@ -816,8 +827,7 @@ void InlineFrame::step(const Instruction& ins) {
       ValuePtr key = pop();
       ValuePtr dict = peek(n.arg);
       require_mutable(dict);
-      if (!key->is_constant()) unsupported("a dict with a non-constant key");
-      dict->keys.push_back(key);
+      dict->keys.push_back(constant_key(key));
       dict->items.push_back(value);
       return;
     }

@@ -50,6 +50,7 @@ KnownObjects* load() {
   k->set_grad_enabled = attr(t, "set_grad_enabled");
   k->inference_mode = attr(t, "inference_mode");
   k->autocast = attr(t, "autocast");
+  k->record_function = attr(t, "autograd.profiler.record_function");
   k->is_grad_enabled = attr(t, "is_grad_enabled");
   k->jit_is_scripting = attr(t, "jit.is_scripting");
   k->jit_is_tracing = attr(t, "jit.is_tracing");

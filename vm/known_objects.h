@@ -21,6 +21,9 @@ struct KnownObjects {
   PyRef size_type;  // torch.Size
   PyRef dtype_type, device_type, layout_type, memory_format_type;
   PyRef no_grad, enable_grad, set_grad_enabled, inference_mode;
+  // torch.autograd.profiler.record_function (also torch.profiler.record_function): a
+  // profiler range, which compiled code does not open (as under torch.compile).
+  PyRef record_function;
   PyRef autocast;  // torch.autocast (torch.amp.autocast)
   PyRef is_grad_enabled;
   PyRef jit_is_scripting, jit_is_tracing;

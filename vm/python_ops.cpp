@@ -321,6 +321,18 @@ ValuePtr subscript(TraceContext& ctx, const ValuePtr& container, const ValuePtr&
     }
     unsupported("indexing a " + container->describe() + " with a " + key->describe());
   }
+  if (container->is(TracedValue::Kind::Dict) && key->is_tensor()) {
+    // A tensor key hashes by identity: the same graph input, or the live tensor it stands for
+    // among keys the dict held before the call (an optimizer's state by parameter).
+    PyObject* real = ctx.bridge->real_input(key);
+    for (size_t j = 0; j < container->keys.size(); ++j) {
+      const ValuePtr& held = container->keys[j];
+      if (held == key || (real != nullptr && held->is_constant() && held->py() == real)) {
+        return container->items[j];
+      }
+    }
+    unsupported("dict lookup with a tensor key the dict does not hold");
+  }
   if (container->is(TracedValue::Kind::Dict)) {
     PyRef k = concrete_object(key);
     if (!k) unsupported("dict lookup with an abstract key");
@@ -329,9 +341,19 @@ ValuePtr subscript(TraceContext& ctx, const ValuePtr& container, const ValuePtr&
       if (eq < 0) unsupported_from_python_error("dict key comparison");
       if (eq) return container->items[j];
     }
+    if (container->function && container->mutable_here && !container->function->is_constant()) {
+      // A defaultdict the trace made: the factory's value, inserted under the key.
+      ValuePtr made = call_value(ctx, container->function, {}, {});
+      container->keys.push_back(key->is_constant() ? key : TracedValue::constant(k));
+      container->items.push_back(made);
+      return made;
+    }
     key_missing(k.get());  // the trace knows every key the dict has
   }
-  if (is_typing_object(container)) {
+  if (is_typing_object(container) ||
+      (container->is(TracedValue::Kind::Object) && container->py() != nullptr &&
+       PyType_Check(container->py()) && !is_module(container->py()))) {
+    // A typing form or a class (list[Tensor] in typing.cast): the generic alias it makes.
     PyRef k = concrete_object(key);
     if (!k) unsupported("subscripting a typing object with a " + key->describe());
     return concrete_call(operator_function("getitem"), {container->py(), k.get()});

@@ -124,6 +124,13 @@ ValuePtr TorchBridge::input_tensor(PyObject* real, const SourcePtr& source) {
   return v;
 }
 
+PyObject* TorchBridge::real_input(const ValuePtr& tensor) const {
+  for (const auto& [real, value] : input_of_real_) {
+    if (value == tensor) return real;
+  }
+  return nullptr;
+}
+
 graph::Value* TorchBridge::value_for_fake(PyObject* fake) {
   auto it = value_of_fake_.find(fake);
   return it == value_of_fake_.end() ? nullptr : it->second;
@@ -668,6 +675,7 @@ class TorchBridge::RecipeBuilder {
       }
       case TracedValue::Kind::Dict: {
         if (v->source && v->obj) return from_source(v->source);
+        if (v->function) unsupported("a defaultdict made in the trace kept past the graph");
         r.kind = OutputRecipe::Kind::Dict;
         PyRef keys = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(v->keys.size())));
         for (size_t i = 0; i < v->keys.size(); ++i) {

@@ -27,6 +27,8 @@ class TorchBridge {
 
   // A graph input for a live tensor (borrowed) read from `source`.
   ValuePtr input_tensor(PyObject* real, const SourcePtr& source);
+  // The live tensor a graph input was made for (borrowed), or null for a computed tensor.
+  PyObject* real_input(const ValuePtr& tensor) const;
   // callable(*args, **kwargs) on fake tensors; the operators it reaches become nodes.
   ValuePtr call(PyObject* callable, const std::vector<ValuePtr>& args, const KwArgs& kwargs);
   // A built-in leaf nn.Module called with its parameters and buffers as graph inputs.

@@ -140,6 +140,12 @@ bool is_ordered_dict(PyObject* o) {
   return std::string(Py_TYPE(o)->tp_name) == "collections.OrderedDict";
 }
 
+// Exactly a collections.defaultdict: a dict whose only state outside the dict is the factory
+// it calls for a missing key, which the trace never calls (a missing key is unsupported).
+bool is_default_dict(PyObject* o) {
+  return std::string(Py_TYPE(o)->tp_name) == "collections.defaultdict";
+}
+
 // Whether every key of a dict is a str, bytes or int, which item sources can name.
 bool has_source_keys(PyObject* dict) {
   PyObject* key = nullptr;  // borrowed
@@ -161,9 +167,10 @@ bool is_torch_enum(const KnownObjects* k, PyObject* o) {
 
 ValuePtr TraceContext::wrap_dict_items(PyObject* object, const SourcePtr& source) {
   std::string key = source->to_string();
-  if (PyDict_CheckExact(object) && !has_source_keys(object)) {
-    // Keys a source cannot name (classes, typing forms: a table of validators by type): the
-    // dict is pinned as it is, its identity and its version, and values are read by position.
+  if ((PyDict_CheckExact(object) || is_default_dict(object)) && !has_source_keys(object)) {
+    // Keys a source cannot name (classes, typing forms: a table of validators by type;
+    // tensors: an optimizer's state by parameter): the dict is pinned as it is, its
+    // identity and its version, and values are read by position.
     guard(GuardKind::IdMatch, source, object);
     guard(GuardKind::DictVersion, source, object);
     std::vector<ValuePtr> keys, values;
@@ -175,6 +182,11 @@ ValuePtr TraceContext::wrap_dict_items(PyObject* object, const SourcePtr& source
     }
     ValuePtr result = TracedValue::dict(std::move(keys), std::move(values), false, source);
     result->obj = PyRef::borrow(object);
+    if (!PyDict_CheckExact(object)) {
+      result->class_value =
+          TracedValue::object(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(object))),
+                              Source::attr(source, "__class__"));
+    }
     return result;
   }
   guard(GuardKind::DictKeys, source, object);
@@ -315,7 +327,8 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
     result = PyTuple_CheckExact(object) ? TracedValue::tuple(std::move(items), source)
                                         : TracedValue::list(std::move(items), false, source);
     result->obj = PyRef::borrow(object);
-  } else if (PyDict_CheckExact(object) || is_ordered_dict(object)) {
+  } else if (PyDict_CheckExact(object) || is_ordered_dict(object) ||
+             (is_default_dict(object) && !has_source_keys(object))) {
     result = wrap_dict_items(object, source);
   } else if (PyRange_Check(object)) {
     guard(GuardKind::ConstantMatch, source, object);
@@ -407,6 +420,14 @@ bool TraceContext::track_mutation(const ValuePtr& container) {
 
 bool TraceContext::record_attribute_write(const ValuePtr& object, const std::string& name,
                                           const ValuePtr& value, SideEffect::Kind kind) {
+  if (object->is(TracedValue::Kind::Tensor) && object->source && name == "grad" &&
+      kind == SideEffect::Kind::SetAttr && value->is_constant() && value->py() == Py_None) {
+    // `p.grad = None` (zero_grad) on a tensor read from a source: set after the graph runs;
+    // later reads in the trace see None. Setting a tensor would need autograd's checks.
+    side_effects.push_back(PendingSideEffect{kind, object->source, name, value});
+    attribute_writes[object->source->to_string() + "." + name] = value;
+    return true;
+  }
   if (!object->is(TracedValue::Kind::Object) || !object->source || object->py() == nullptr) {
     return false;
   }
@@ -502,7 +523,7 @@ bool truthiness(const ValuePtr& value) {
     case TracedValue::Kind::Slice:
     case TracedValue::Kind::Iterator:
     case TracedValue::Kind::GradMode:
-    case TracedValue::Kind::NoOpAutocast:
+    case TracedValue::Kind::NoOpContext:
       return true;
     default:
       unsupported("the truth value of a " + value->describe());

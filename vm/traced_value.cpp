@@ -161,8 +161,8 @@ std::string TracedValue::describe() const {
       return "grad-mode context manager";
     case Kind::GradModeExit:
       return "grad-mode exit";
-    case Kind::NoOpAutocast:
-      return "autocast context manager";
+    case Kind::NoOpContext:
+      return "no-op context manager";
     case Kind::Super:
       return "super()";
     case Kind::NewObject:

@@ -462,11 +462,15 @@ class GroupLowering {
     }
     int64_t kept = 1;
     for (size_t d : row_dims_) kept *= full_sizes_[d];
-    if (kept <= 1024) return kept;
-    for (int64_t b = 1024; b >= 64; --b) {
-      if (kept % b == 0) return b;
+    if (kept <= 64) return kept;
+    // The parallel loop runs over the blocks: up to 16 of them (blocks of at least 64
+    // columns, as large as that allows), fewer where the columns do not divide so.
+    for (int64_t want = std::min<int64_t>(16, kept / 64); want >= 1; want /= 2) {
+      for (int64_t b = std::min<int64_t>(1024, kept / want); b >= 64; --b) {
+        if (kept % b == 0) return b;
+      }
     }
-    return 0;
+    return kept <= 1024 ? kept : 0;
   }
 
   bool uses_no_reduction(const Value* v) const {

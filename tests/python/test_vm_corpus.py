@@ -31,7 +31,6 @@ KNOWN_GAPS = {
     "lists_of_ints": "list.remove",
     "map_and_filter": "map() over several iterables",
     "operator_module": "operator.itemgetter objects",
-    "ordered_and_default_dicts": "collections.defaultdict and OrderedDict.move_to_end",
     "sequential_index_and_slice": "slicing an nn.Sequential",
     "namedtuple_built_inside": "namedtuple._replace()",
 }

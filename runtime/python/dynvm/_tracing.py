@@ -154,6 +154,84 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
+# Tensor methods (and torch functions) whose Scalar multiplier (`alpha=`, `value=`) Python
+# reads with .item() when it is given a 0-dim tensor: an optimizer's step size, computed
+# from its step count under torch.compiler.is_compiling(). That value is data the trace does
+# not know, so the call is traced as the same arithmetic with the multiplier as a tensor.
+_TENSOR_MULTIPLIERS = {
+    "add": ("alpha", lambda a, b, m: torch.add(a, torch.mul(b, m))),
+    "sub": ("alpha", lambda a, b, m: torch.sub(a, torch.mul(b, m))),
+    "addcmul": ("value", lambda a, b, c, m: torch.add(a, torch.mul(torch.mul(b, m), c))),
+    "addcdiv": ("value", lambda a, b, c, m: torch.add(a, torch.div(torch.mul(b, m), c))),
+}
+
+
+def _foreach_per_tensor(fn, args, kwargs):
+    """torch._foreach_<op>(lists, ...) (what optimizers run with foreach=True) as <op> on
+    each tensor in turn, so that the graph holds per-tensor operators the fusion pipeline
+    knows; None when fn is not such a function."""
+    name = getattr(fn, "__name__", "")
+    if not name.startswith("_foreach_") or getattr(fn, "__self__", None) is not None:
+        return None
+    op = name[len("_foreach_"):]
+    inplace = op.endswith("_")
+    lists = [a for a in args if isinstance(a, (list, tuple))]
+    if not lists or not hasattr(torch.Tensor, op):
+        return None
+    count = len(lists[0])
+    # addcdiv/addcmul take their multiplier (keyword `value=` of the tensor method) as a
+    # fourth argument: one number, a list, or one 1-D tensor of them (`scalars`).
+    multiplier = None
+    if op.rstrip("_") in ("addcdiv", "addcmul") and len(args) == 4:
+        args, multiplier = args[:3], args[3]
+
+    def nth(i, a):
+        return a[i] if isinstance(a, (list, tuple)) else a
+
+    def run():
+        results = []
+        for i in range(count):
+            each = [nth(i, a) for a in args]
+            keywords = dict(kwargs)
+            if multiplier is not None:
+                keywords["value"] = multiplier[i] if isinstance(multiplier, (list, tuple)) or \
+                    _is_tensor(multiplier) else multiplier
+            first = next(a for a in each if _is_tensor(a))
+            if inplace or _is_tensor(each[0]):
+                method = getattr(first, op)
+                rest = each[1:] if each[0] is first else each
+            else:
+                method, rest = getattr(torch, op), each
+            as_tensor = _tensor_multiplier_call(method, rest, keywords)
+            results.append(as_tensor() if as_tensor is not None else method(*rest, **keywords))
+        return None if inplace else results
+
+    return run
+
+
+def _tensor_multiplier_call(fn, args, kwargs):
+    """A call equal to fn(*args, **kwargs) whose 0-dim tensor multiplier stays a tensor, or
+    None when fn is not such a call."""
+    name = getattr(fn, "__name__", "")
+    inplace = name.endswith("_") and not name.endswith("__")
+    entry = _TENSOR_MULTIPLIERS.get(name[:-1] if inplace else name)
+    if entry is None:
+        return None
+    keyword, compute = entry
+    multiplier = kwargs.get(keyword)
+    if not (_is_tensor(multiplier) and multiplier.dim() == 0) or \
+            set(kwargs) - {keyword}:
+        return None
+    owner = getattr(fn, "__self__", None)
+    operands = ((owner,) if _is_tensor(owner) else ()) + tuple(args)
+    if len(operands) != compute.__code__.co_argcount - 1 or \
+            not all(_is_tensor(o) for o in operands):
+        return None
+    if not inplace:
+        return lambda: compute(*operands, multiplier)
+    return lambda: operands[0].copy_(compute(*operands, multiplier))
+
+
 def _is_tensor(x):
     return isinstance(x, torch.Tensor)
 
@@ -239,6 +317,9 @@ class TraceSession:
 
     def call(self, fn, args, kwargs, grad_enabled):
         """Calls fn(*args, **kwargs) on fake tensors; returns (result, new records)."""
+        per_tensor = _foreach_per_tensor(fn, args, kwargs)
+        if per_tensor is not None:
+            return self.call(per_tensor, (), {}, grad_enabled)
         start = len(self.records)
         try:
             with torch.set_grad_enabled(grad_enabled):
@@ -246,6 +327,9 @@ class TraceSession:
                     result = fn(*args, **kwargs)
         except DATA_DEPENDENT:
             del self.records[start:]
+            rewritten = _tensor_multiplier_call(fn, args, kwargs)
+            if rewritten is not None:
+                return self.call(rewritten, (), {}, grad_enabled)
             value = self._call_folded(fn, args, kwargs)
             if value is None or any(_is_tensor(v) for v in _tree_leaves(value)):
                 raise

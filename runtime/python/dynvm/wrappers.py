@@ -99,9 +99,14 @@ def compiled_module_class():
             def __init__(self, module, options):
                 super().__init__()
                 self._orig_mod = module
-                # Calls the original module the way user code would, so its hooks and
-                # forward are what the VM traces (hooks make it break).
-                self._compiled_call = CompiledFunction(_module_caller(module), options)
+                if isinstance(module, torch.nn.parallel.DistributedDataParallel):
+                    # DDP's own forward (its reducer's bookkeeping, buffer broadcasts)
+                    # runs eagerly around the module it wraps, which is compiled.
+                    self._compiled_call = DistributedCall(module, options)
+                else:
+                    # Calls the original module the way user code would, so its hooks
+                    # and forward are what the VM traces (hooks make it break).
+                    self._compiled_call = CompiledFunction(_module_caller(module), options)
 
             def forward(self, *args, **kwargs):
                 return self._compiled_call(*args, **kwargs)
@@ -119,6 +124,50 @@ def compiled_module_class():
 
         _compiled_module_class = CompiledModule
     return _compiled_module_class
+
+
+class DistributedCall:
+    """A DistributedDataParallel module called with the module it wraps compiled.
+
+    DDP's forward prepares its reducer (which parameters to expect gradients for), may
+    broadcast buffers and wraps the outputs; that runs eagerly on every call, as under
+    torch.compile. Only the wrapped module's forward is compiled: for the duration of the
+    call it is the module's `forward` (an instance attribute, which Module.__call__ reads),
+    so the module's hooks still run around it. The gradients the compiled backward gives
+    the parameters reach DDP's autograd hooks, which all-reduce them as in eager."""
+
+    def __init__(self, ddp, options):
+        self._ddp = ddp
+        inner = ddp.module
+        self._forward = CompiledFunction(inner.forward, options)
+
+    def _swapped_in(self):
+        inner = self._ddp.module
+        saved = inner.__dict__.get("forward", _MISSING)
+        inner.__dict__["forward"] = self._forward
+        return inner, saved
+
+    @staticmethod
+    def _restore(inner, saved):
+        if saved is _MISSING:
+            inner.__dict__.pop("forward", None)
+        else:
+            inner.__dict__["forward"] = saved
+
+    def __call__(self, *args, **kwargs):
+        inner, saved = self._swapped_in()
+        try:
+            return self._ddp(*args, **kwargs)
+        finally:
+            self._restore(inner, saved)
+
+    def explain_call(self, args, kwargs):
+        """What dynvm makes of the wrapped module's forward for these arguments (DDP's
+        scatter of the inputs is the identity on one device per process)."""
+        return self._forward.explain_call(args, kwargs)
+
+
+_MISSING = object()
 
 
 def _module_caller(module):

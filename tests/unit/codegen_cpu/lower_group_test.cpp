@@ -185,6 +185,30 @@ graph(%x: f32[4, 5] cpu):
 )");
 }
 
+TEST_CASE("lower_group: column sums run in up to 16 parallel blocks of columns",
+          "[codegen_cpu][lower_group]") {
+  // A bias gradient over 1024 columns with its full-size output: 16 blocks of 64 columns
+  // (the parallel loop), each streaming every row; 1000 columns: 8 blocks of 125.
+  std::string text = lower(R"(
+graph(%g: f32[512, 1024] cpu, %w: f32[1024] cpu):
+  %0: f32[1024] cpu = aten::sum.dim_IntList(%g, [0], False)
+  %1: f32[512, 1024] cpu = aten::mul.Tensor(%g, %w)
+  return (%0, %1)
+)",
+                           "bias");
+  INFO(text);
+  CHECK(text.find("parallel for %i0 in 0..16 {") != std::string::npos);
+  CHECK(text.find("for %i1 in 0..64 {") != std::string::npos);
+  std::string odd = lower(R"(
+graph(%g: f32[7, 1000] cpu):
+  %0: f32[1000] cpu = aten::sum.dim_IntList(%g, [0], False)
+  return (%0)
+)",
+                          "odd");
+  INFO(odd);
+  CHECK(odd.find("parallel for %i0 in 0..8 {") != std::string::npos);
+}
+
 TEST_CASE("lower_group: float32 sums accumulate in float64 where the target asks",
           "[codegen_cpu][lower_group]") {
   // A mean: summed in float64, divided there, rounded to float32 once. Max stays float32.

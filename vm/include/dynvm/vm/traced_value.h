@@ -48,8 +48,9 @@ class TracedValue {
     Cell,          // a cell made by the trace; items[0] is the contents (Null when empty)
     GradMode,      // torch.no_grad()/enable_grad()/set_grad_enabled(b) context manager
     GradModeExit,  // the __exit__ of a GradMode, restoring `flag`
-    NoOpAutocast,  // torch.autocast(...) asking for the autocast state already in force (the
-                   // trace guards it): entering and leaving it change nothing
+    NoOpContext,   // a context manager whose entering and leaving change nothing the graph
+                   // models: torch.autocast(...) asking for the autocast state already in
+                   // force (the trace guards it), a profiler's record_function(...)
     Super,         // super() bound to (items[0] = class object, items[1] = self)
     NewObject,     // an instance of a user class made by the trace: its __dict__ in
                    // instance_dict, its class in class_value; for a subclass of dict or
@@ -75,7 +76,7 @@ class TracedValue {
   bool flag = false;              // GradMode/GradModeExit: the grad mode it sets
   ViewOf view_of = ViewOf::Keys;  // DictView: which view
   ValuePtr self_value;            // BoundMethod: self; DictView: the dict
-  ValuePtr function;              // BoundMethod: the function
+  ValuePtr function;              // BoundMethod: the function; Dict: a defaultdict's factory
   // Function made by MAKE_FUNCTION.
   std::shared_ptr<const frontend::CodeInfo> code;
   PyRef code_object;    // the PyCodeObject it came from (for eager fallback and names)

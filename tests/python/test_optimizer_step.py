@@ -1,0 +1,202 @@
+"""optimizer.step() traced into the graph (issue 15): a training step compiled as one
+function gets its forward, a graph break at loss.backward(), then the optimizer's update and
+zero_grad as fused graphs. What that takes of the VM, each tested on its own below as well:
+the profiler's record_function as a no-op context, reading `param.grad` and setting it to
+None, an optimizer's state (a defaultdict keyed by parameters), a 0-dim tensor as a Scalar
+multiplier (`alpha=`, `value=`: Adam's step size under torch.compiler.is_compiling()),
+torch._foreach_* as per-tensor operators, defaultdicts made by the trace, tuple keys and
+`list[Tensor]`. Every case compares with eager."""
+
+import collections
+
+import pytest
+import torch
+from torch import nn
+
+import dynvm
+from conftest import needs_codegen
+
+pytestmark = needs_codegen
+
+OPTIMIZERS = {
+    "sgd": lambda p, fe: torch.optim.SGD(p, lr=0.05, foreach=fe),
+    "sgd-momentum": lambda p, fe: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True,
+                                                  weight_decay=1e-3, foreach=fe),
+    "adam": lambda p, fe: torch.optim.Adam(p, lr=1e-2, foreach=fe),
+    "adam-amsgrad": lambda p, fe: torch.optim.Adam(p, lr=1e-2, amsgrad=True, foreach=fe),
+    "adamw": lambda p, fe: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1, foreach=fe),
+}
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 4))
+
+
+def _train(make_optimizer, foreach, compiled, steps=6):
+    model = _model()
+    opt = make_optimizer(model.parameters(), foreach)
+    x = torch.randn(5, 8, generator=torch.Generator().manual_seed(1))
+
+    def step():
+        opt.zero_grad()
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    fn = dynvm.compile(step) if compiled else step
+    losses = [fn().item() for _ in range(steps)]
+    return losses, model, opt, step
+
+
+@pytest.mark.parametrize("foreach", [False, True], ids=["for-loop", "foreach"])
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_compiled_step_matches_eager_and_traces_the_optimizer(name, foreach):
+    want_losses, want_model, want_opt, _ = _train(OPTIMIZERS[name], foreach, False)
+    got_losses, got_model, got_opt, step = _train(OPTIMIZERS[name], foreach, True)
+    assert got_losses == pytest.approx(want_losses, rel=1e-5)
+    for w, g in zip(want_model.parameters(), got_model.parameters()):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+    for w, g in zip(want_model.parameters(), got_model.parameters()):
+        want_state, got_state = want_opt.state[w], got_opt.state[g]
+        assert sorted(want_state) == sorted(got_state)
+        for key in want_state:
+            torch.testing.assert_close(got_state[key], want_state[key], rtol=1e-5, atol=1e-6)
+    # The optimizer's own code was traced (no break inside torch.optim), into graphs that
+    # update every parameter.
+    report = dynvm.explain(step)()
+    assert not [b for b in report.break_reasons if "torch/optim" in str(b)], report.break_reasons
+    updates = sum(1 for ops in report.ops_per_graph for op in ops
+                  if op.startswith(("aten::add_", "aten::copy_", "aten::mul_")))
+    assert updates >= len(list(got_model.parameters()))
+
+
+def test_zero_grad_sets_grads_to_none_or_zero_after_the_graph():
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(2, 8)).sum().backward()
+    dynvm.compile(lambda: opt.zero_grad(set_to_none=False))()
+    assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
+    dynvm.compile(lambda: opt.zero_grad())()
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_reading_grad_is_guarded_on_its_presence():
+    model = _model()
+    params = list(model.parameters())
+
+    def grad_norm():
+        total = torch.zeros(())
+        for p in params:
+            if p.grad is not None:
+                total = total + p.grad.square().sum()
+        return total
+
+    compiled = dynvm.compile(grad_norm)
+    assert compiled().item() == 0.0
+    model(torch.randn(3, 8)).square().sum().backward()
+    torch.testing.assert_close(compiled(), grad_norm())
+    for p in params:
+        p.grad.mul_(2)  # the same tensors, new values: read at run time, not baked in
+    torch.testing.assert_close(compiled(), grad_norm())
+
+
+def test_record_function_is_a_no_op_context():
+    def f(x):
+        with torch.profiler.record_function("block"):
+            y = x.sin() * 2
+        with torch.autograd.profiler.record_function("other"):
+            return y + 1
+
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(dynvm.compile(f)(x), f(x))
+    assert dynvm.explain(f)(x).break_reasons == []
+
+
+def test_zero_dim_tensor_multiplier_stays_in_the_graph():
+    def f(x, y):
+        s = (x * y).mean()
+        out = y.add(x, alpha=s)
+        out2 = torch.sub(x, y, alpha=s)
+        acc = y.clone()
+        acc.addcdiv_(x, y.abs() + 1, value=-s)
+        acc.addcmul_(x, y, value=s)
+        return out, out2, acc
+
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(0))
+    y = torch.randn(3, 5, generator=torch.Generator().manual_seed(1))
+    for got, want in zip(dynvm.compile(f)(x, y), f(x, y)):
+        torch.testing.assert_close(got, want)
+    assert dynvm.explain(f)(x, y).break_reasons == []
+
+
+def test_foreach_operators_become_per_tensor_operators():
+    def f(xs, ys):
+        outs = torch._foreach_mul(xs, 2.0)
+        torch._foreach_add_(outs, ys, alpha=0.5)
+        torch._foreach_addcdiv_(outs, xs, ys, [0.1, 0.2])
+        return torch._foreach_sqrt(torch._foreach_abs(outs))
+
+    xs = [torch.randn(4), torch.randn(2, 3)]
+    ys = [torch.rand(4) + 1, torch.rand(2, 3) + 1]
+    for got, want in zip(dynvm.compile(f)(xs, ys), f(xs, ys)):
+        torch.testing.assert_close(got, want)
+    report = dynvm.explain(f)(xs, ys)
+    assert report.break_reasons == []
+    assert not [op for ops in report.ops_per_graph for op in ops if "_foreach_" in op]
+
+
+def test_defaultdict_made_by_the_trace_and_tuple_keys():
+    def grouped(xs):
+        groups = collections.defaultdict(list)
+        for x in xs:
+            groups[(x.device, x.dtype)].append(x * 2)
+        table = {(torch.float32, 1): 3.0}
+        return [sum(v) * table[(torch.float32, 1)] for v in groups.values()]
+
+    xs = [torch.randn(3), torch.randn(3), torch.randn(3, dtype=torch.float64)]
+    for got, want in zip(dynvm.compile(grouped)(xs), grouped(xs)):
+        torch.testing.assert_close(got, want)
+    assert dynvm.explain(grouped)(xs).break_reasons == []
+
+
+def test_defaultdict_returned_by_the_trace_is_a_defaultdict():
+    def made(x):
+        d = collections.defaultdict(list)
+        d["a"].append(x + 1)
+        return d
+
+    x = torch.randn(2)
+    got = dynvm.compile(made)(x)
+    assert type(got) is collections.defaultdict and got.default_factory is list
+    torch.testing.assert_close(got["a"][0], x + 1)
+
+
+def test_dict_keyed_by_tensors_is_read_by_identity():
+    a, b = torch.randn(3), torch.randn(3)
+    state = collections.defaultdict(dict)
+    state[a]["m"] = torch.ones(3)
+    state[b]["m"] = torch.full((3,), 2.0)
+
+    def f(params):
+        return [state[p]["m"] * p for p in params]
+
+    for got, want in zip(dynvm.compile(f)([b, a]), f([b, a])):
+        torch.testing.assert_close(got, want)
+    c = torch.randn(3)
+    # A tensor the dict does not hold: a defaultdict would insert it; eager runs instead.
+    with pytest.raises(KeyError):
+        dynvm.compile(lambda p: dict(state)[p])(c)
+
+
+def test_generic_alias_of_a_class():
+    from typing import cast
+
+    def f(xs):
+        ys = cast(list[torch.Tensor], xs)
+        return ys[0] + ys[1]
+
+    xs = [torch.randn(2), torch.randn(2)]
+    torch.testing.assert_close(dynvm.compile(f)(xs), f(xs))
+    assert dynvm.explain(f)(xs).break_reasons == []
