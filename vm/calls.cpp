@@ -86,6 +86,9 @@ bool is_torch_callable(PyObject* callable) {
   std::string module = module_name_of(callable);
   if (module != "torch" && !starts_with(module, "torch.")) return false;
   if (starts_with(module, "torch.nn.modules")) return false;  // inlined
+  // Gradient clipping reads `.grad`: inlined, the VM reads the gradients as graph inputs
+  // (called on fakes, reading one is a graph break: TraceSession.fake_from_real).
+  if (module == "torch.nn.utils.clip_grad") return false;
   return !is_denied_torch(module, name_of(callable));
 }
 
@@ -280,6 +283,13 @@ ValuePtr grad_mode(bool enabled) {
   return v;
 }
 
+// What a generator yields, as an iterator that isinstance() sees as a generator.
+ValuePtr generator_of(std::vector<ValuePtr> items) {
+  ValuePtr it = TracedValue::iterator(std::move(items));
+  it->class_value = TracedValue::object(PyRef::borrow(reinterpret_cast<PyObject*>(&PyGen_Type)));
+  return it;
+}
+
 ValuePtr no_op_context() {
   auto v = std::make_shared<TracedValue>();
   v->kind = TracedValue::Kind::NoOpContext;
@@ -437,6 +447,18 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       type_of = reinterpret_cast<PyObject*>(Py_TYPE(v->py()));
     } else if (v->is(TracedValue::Kind::Function)) {
       type_of = reinterpret_cast<PyObject*>(&PyFunction_Type);
+    } else if (v->is(TracedValue::Kind::Iterator) && v->class_value) {
+      type_of = v->class_value->py();  // a generator's (generator_of)
+    } else if (v->is(TracedValue::Kind::Iterator)) {
+      // Another iterator the trace made stands for one of a builtin (iter, zip, map): an
+      // answer a list iterator and a generator both give is the answer (not a Tensor; an
+      // Iterator), else the class asks which kind it is.
+      int as_generator = PyObject_IsSubclass(reinterpret_cast<PyObject*>(&PyGen_Type), cls.get());
+      int as_iterator =
+          PyObject_IsSubclass(reinterpret_cast<PyObject*>(&PyListIter_Type), cls.get());
+      if (as_generator < 0 || as_iterator < 0) unsupported_from_python_error("isinstance()");
+      if (as_generator != as_iterator) unsupported("isinstance() of an iterator, by its kind");
+      return bool_value(as_generator);
     } else {
       unsupported("isinstance() of a " + v->describe());
     }
@@ -810,7 +832,7 @@ ValuePtr call_module_structure_method(TraceContext& ctx, const std::string& meth
       items.push_back(v);
     }
   }
-  return TracedValue::iterator(std::move(items));
+  return generator_of(std::move(items));
 }
 
 // Methods of lists and dicts made by (or read into) the trace.
@@ -1145,7 +1167,7 @@ ValuePtr inline_function(TraceContext& ctx, const ValuePtr& function, std::vecto
     std::vector<ValuePtr> yields;
     frame.collect_yields(&yields);
     frame.run();
-    return TracedValue::iterator(std::move(yields));
+    return generator_of(std::move(yields));
   }
   return frame.run();
 }

@@ -313,6 +313,15 @@ class TraceSession:
         # it, so that item() needs real data (a graph break) as on every other tensor.
         if getattr(fake, "item_memo", None) is not None:
             fake.item_memo = None
+        if tensor.is_leaf and tensor.grad is not None and fake.grad is None:
+            # A fake has no gradient, so a torch function called on fakes that reads
+            # `.grad` would see none and do nothing with it, silently. Its fake stands in,
+            # a tensor the graph does not know unless the VM read it from its source: an
+            # operator that reads it is a graph break, never a computation left out.
+            try:
+                fake.grad = self.fake_mode.from_tensor(tensor.grad)
+            except RuntimeError:
+                pass
         return fake
 
     def call(self, fn, args, kwargs, grad_enabled):
