@@ -1406,6 +1406,39 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
   }
   if (ValuePtr result = call_builtin_base_method(ctx, fn, args, kwargs)) return result;
   if (is_torch_callable(fn)) return ctx.bridge->call(fn, args, kwargs);
+  if (PyWeakref_CheckRef(fn) && args.empty() && kwargs.empty() && callable->source) {
+    // A weak reference called (an LR scheduler's wrapper of optimizer.step): its target,
+    // read through the reference on every call (None once the target is gone).
+    PyRef target = PyRef::steal(PyObject_CallNoArgs(fn));
+    if (!target) unsupported_from_python_error("calling a weak reference");
+    return ctx.wrap(target.get(), Source::weakref_target(callable->source));
+  }
+  if (name_of(fn) == "function.__get__" && kwargs.empty()) {
+    // function.__get__(obj, type) (an LR scheduler's wrapper binds optimizer.step so): the
+    // function bound to obj, as an attribute lookup binds it. The slot itself takes the
+    // function first; the method-wrapper of one function has it as __self__.
+    ValuePtr function;
+    if (Py_TYPE(fn) == &PyWrapperDescr_Type && !args.empty()) {
+      function = args[0];
+      args.erase(args.begin());
+    } else if (callable->source) {
+      PyRef self = PyRef::steal(PyObject_GetAttrString(fn, "__self__"));
+      if (!self) unsupported_from_python_error("function.__get__");
+      function = ctx.wrap(self.get(), Source::attr(callable->source, "__self__"));
+    }
+    bool is_function =
+        function && (function->is(TracedValue::Kind::Function) ||
+                     (function->is(TracedValue::Kind::Object) && PyFunction_Check(function->py())));
+    if (is_function && (args.size() == 1 || args.size() == 2) &&
+        !(args[0]->is_constant() && args[0]->py() == Py_None)) {
+      auto method = std::make_shared<TracedValue>();
+      method->kind = TracedValue::Kind::BoundMethod;
+      method->self_value = args[0];
+      method->function = function;
+      return method;
+    }
+    unsupported("function.__get__ with these arguments");
+  }
   if (callable->source && marked_constant(fn) && all_concrete(args, kwargs)) {
     // torch._dynamo.assume_constant_result (transformers' install probes): its answer is
     // fixed for the process, so it is called now and its result kept as a constant.

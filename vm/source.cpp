@@ -57,6 +57,9 @@ SourcePtr Source::key(SourcePtr base, std::string key) {
 SourcePtr Source::bytes_key(SourcePtr base, std::string bytes) {
   return SourcePtr(new Source(Kind::BytesKey, std::move(base), std::move(bytes), 0));
 }
+SourcePtr Source::weakref_target(SourcePtr base) {
+  return SourcePtr(new Source(Kind::WeakrefTarget, std::move(base), "", 0));
+}
 SourcePtr Source::dict_value(SourcePtr base, int64_t position) {
   return SourcePtr(new Source(Kind::DictValue, std::move(base), "", position));
 }
@@ -104,6 +107,8 @@ std::string Source::to_string() const {
       return base_->to_string() + "[" + std::to_string(index_) + "]";
     case Kind::DictValue:
       return "list(" + base_->to_string() + ".values())[" + std::to_string(index_) + "]";
+    case Kind::WeakrefTarget:
+      return base_->to_string() + "()";
   }
   return "?";
 }

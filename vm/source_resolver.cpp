@@ -110,6 +110,7 @@ int SourceTable::intern(const SourcePtr& source) {
     case Source::Kind::Local:
     case Source::Kind::Closure:
     case Source::Kind::Stack:
+    case Source::Kind::WeakrefTarget:
       break;
     case Source::Kind::Global:
     case Source::Kind::Builtin:
@@ -138,8 +139,8 @@ int SourceTable::intern(const SourcePtr& source) {
       entry.key = PyRef::steal(PyLong_FromLongLong(static_cast<long long>(source->index())));
       break;
   }
-  bool needs_key =
-      kind != Source::Kind::Local && kind != Source::Kind::Closure && kind != Source::Kind::Stack;
+  bool needs_key = kind != Source::Kind::Local && kind != Source::Kind::Closure &&
+                   kind != Source::Kind::Stack && kind != Source::Kind::WeakrefTarget;
   if (needs_key && !entry.key) {
     PyErr_Clear();
     return -1;
@@ -248,6 +249,17 @@ PyObject* read_source_entry(const SourceTable::Entry& entry, PyObject* base,
     case Source::Kind::BytesKey:
       if (PyDict_CheckExact(base)) return dict_item(base, entry.key.get());
       return PyObject_GetItem(base, entry.key.get());  // new
+    case Source::Kind::WeakrefTarget: {
+      if (!PyWeakref_CheckRef(base)) return nullptr;
+#if PY_VERSION_HEX >= 0x030D0000
+      PyObject* target = nullptr;
+      if (PyWeakref_GetRef(base, &target) < 0) return nullptr;
+      return target != nullptr ? target : Py_NewRef(Py_None);  // None once dead
+#else
+      PyObject* target = PyWeakref_GetObject(base);  // borrowed; None once dead
+      return target == nullptr ? nullptr : Py_NewRef(target);
+#endif
+    }
     case Source::Kind::DictValue: {
       if (!PyDict_Check(base)) return nullptr;
       Py_ssize_t position = 0;

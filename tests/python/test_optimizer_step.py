@@ -283,3 +283,62 @@ def test_fake_tensors_of_parameters_with_grads_carry_a_stand_in_grad():
     fake = session.fake_from_real(p)
     assert fake.grad is not None and fake.grad.shape == p.grad.shape
     assert session.fake_from_real(nn.Parameter(torch.randn(2))).grad is None
+
+
+def test_lr_scheduler_with_a_tensor_learning_rate_traces_once():
+    # A scheduler wraps optimizer.step (a weak reference to the optimizer, the step bound
+    # with function.__get__); with the rate a tensor, as torch.compile also asks, the new
+    # rate each step is data, not a constant: no retrace.
+    def train(compiled):
+        torch.manual_seed(0)
+        model = _model()
+        opt = torch.optim.AdamW(model.parameters(), lr=torch.tensor(0.01), foreach=False)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
+        x = torch.randn(5, 8, generator=torch.Generator().manual_seed(1))
+
+        def step():
+            opt.zero_grad()
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = dynvm.compile(step) if compiled else step
+        for _ in range(8):
+            fn()
+            sched.step()
+        return model, step
+
+    want, _ = train(False)
+    got, step = train(True)
+    assert dynvm.counters["recompiles"] <= 1  # the first step creates the optimizer state
+    for w, g in zip(want.parameters(), got.parameters()):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+    report = dynvm.explain(step)()
+    assert [b for b in report.break_reasons if "backward" not in b.reason] == []
+    assert report.graph_count == 2
+
+
+def test_weak_reference_call_and_function_get():
+    import weakref
+
+    class Holder:
+        def __init__(self):
+            self.scale = torch.tensor(3.0)
+
+        def apply(self, x):
+            return x * self.scale
+
+    holder = Holder()
+    ref = weakref.ref(holder)
+    apply = Holder.apply
+
+    def f(x):
+        target = ref()
+        return apply.__get__(target, Holder)(x) + 1
+
+    x = torch.randn(4)
+    torch.testing.assert_close(dynvm.compile(f)(x), f(x))
+    assert dynvm.explain(f)(x).break_reasons == []
+    holder.scale = torch.tensor(5.0)  # read through the reference again on the next call
+    torch.testing.assert_close(dynvm.compile(f)(x), f(x))

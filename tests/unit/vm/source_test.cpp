@@ -20,6 +20,7 @@ TEST_CASE("sources print as paths") {
   CHECK(Source::dict_value(Source::global("table"), 2)->to_string() ==
         "list(G['table'].values())[2]");
   CHECK(Source::builtin("len")->to_string() == "B['len']");
+  CHECK(Source::weakref_target(Source::closure("opt_ref", 0))->to_string() == "C['opt_ref']()");
   CHECK(Source::module("torch.nn")->to_string() == "M['torch.nn']");
   CHECK(Source::attr(Source::closure("scale", 1), "value")->to_string() == "C['scale'].value");
 }

@@ -47,6 +47,13 @@ counted = Counted()
 counted._value = torch.zeros(2)
 cfg = {'lr': 0.5, 'steps': [1, 2, 3], 'labels': {7: 'seven'}}
 ordered = collections.OrderedDict(a=1)
+import weakref
+class Target:
+    pass
+kept = Target()
+kept.name = 'kept'
+alive = weakref.ref(kept)
+dead = weakref.ref(Target())
 pair = ('first', 'second')
 
 def make_closure():
@@ -99,6 +106,10 @@ TEST_CASE("every source kind resolves") {
   CHECK(resolve_text(ns, Source::item(member(Source::Kind::ModuleChild, kSelf, "layers"), 1)) ==
         "Tanh()");
   CHECK(resolve_text(ns, Source::key(Source::attr(kSelf, "__dict__"), "limit")) == "4");
+  // A weak reference's target, None once it is gone.
+  CHECK(resolve_text(ns, Source::attr(Source::weakref_target(Source::global("alive")), "name")) ==
+        "'kept'");
+  CHECK(resolve_text(ns, Source::weakref_target(Source::global("dead"))) == "None");
 }
 
 TEST_CASE("unresolvable sources give nothing and leave no error") {
@@ -118,6 +129,7 @@ TEST_CASE("unresolvable sources give nothing and leave no error") {
   CHECK(resolve_text(ns, member(Source::Kind::ModuleParam, Source::local("cfg", 2), "lr")) ==
         "<unresolved>");  // a dict has no instance dict
   CHECK(resolve_text(ns, Source::attr(Source::attr(kSelf, "missing"), "deeper")) == "<unresolved>");
+  CHECK(resolve_text(ns, Source::weakref_target(Source::global("ordered"))) == "<unresolved>");
 
   dynvm::test::Call unbound = dynvm::test::call_with(ns, {"no_such_name"});
   CHECK_FALSE(dynvm::vm::resolve_source(kSelf, unbound.inputs()));

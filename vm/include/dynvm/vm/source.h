@@ -15,22 +15,23 @@ using SourcePtr = std::shared_ptr<const Source>;
 class Source {
  public:
   enum class Kind : uint8_t {
-    Local,         // a fast local of the traced frame (an argument), by localsplus index
-    Closure,       // the contents of the traced function's free variable #index
-    Global,        // the frame's globals[name]
-    Builtin,       // the frame's builtins[name]
-    Module,        // sys.modules[name]: a module imported by traced code
-    Attr,          // getattr(base, name)
-    ModuleParam,   // base._parameters[name] (an nn.Module's parameter)
-    ModuleBuffer,  // base._buffers[name]
-    ModuleChild,   // base._modules[name]
-    Key,           // base[name] with a string key
-    BytesKey,      // base[name] with a bytes key (name holds its bytes: os.environ._data)
-    Index,         // base[index] with an integer index
-    DictValue,     // the value at position `index` of the dict base, in iteration order (a
-                   // dict whose keys are not constants, frozen by a DICT_VERSION guard)
-    Stack,         // an entry of the traced frame's value stack (bottom = 0), when a trace
-                   // starts mid-frame after a graph break
+    Local,          // a fast local of the traced frame (an argument), by localsplus index
+    Closure,        // the contents of the traced function's free variable #index
+    Global,         // the frame's globals[name]
+    Builtin,        // the frame's builtins[name]
+    Module,         // sys.modules[name]: a module imported by traced code
+    Attr,           // getattr(base, name)
+    ModuleParam,    // base._parameters[name] (an nn.Module's parameter)
+    ModuleBuffer,   // base._buffers[name]
+    ModuleChild,    // base._modules[name]
+    Key,            // base[name] with a string key
+    BytesKey,       // base[name] with a bytes key (name holds its bytes: os.environ._data)
+    Index,          // base[index] with an integer index
+    DictValue,      // the value at position `index` of the dict base, in iteration order (a
+                    // dict whose keys are not constants, frozen by a DICT_VERSION guard)
+    Stack,          // an entry of the traced frame's value stack (bottom = 0), when a trace
+                    // starts mid-frame after a graph break
+    WeakrefTarget,  // base(): the object the weak reference base refers to (None once dead)
   };
 
   static SourcePtr local(std::string name, int index);
@@ -45,6 +46,7 @@ class Source {
   static SourcePtr bytes_key(SourcePtr base, std::string bytes);
   static SourcePtr item(SourcePtr base, int64_t index);
   static SourcePtr dict_value(SourcePtr base, int64_t position);
+  static SourcePtr weakref_target(SourcePtr base);
   // A member of an nn.Module tree by its dotted name ("layer1.0.conv1.weight"): the
   // submodules as ModuleChild, the last part as `last` (ModuleParam, ModuleBuffer or
   // ModuleChild). An empty name is `root` itself.
