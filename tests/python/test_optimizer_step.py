@@ -51,9 +51,8 @@ def _model():
     return nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 4))
 
 
-def _train(make_optimizer, foreach, compiled, steps=6):
-    model = _model()
-    opt = make_optimizer(model.parameters(), foreach)
+def _step_of(model, opt):
+    """One training step of `model` on a fixed batch, the function a user compiles whole."""
     x = torch.randn(5, 8, generator=torch.Generator().manual_seed(1))
 
     def step():
@@ -63,6 +62,13 @@ def _train(make_optimizer, foreach, compiled, steps=6):
         opt.step()
         return loss
 
+    return step
+
+
+def _train(make_optimizer, foreach, compiled, steps=6):
+    model = _model()
+    opt = make_optimizer(model.parameters(), foreach)
+    step = _step_of(model, opt)
     fn = dynvm.compile(step) if compiled else step
     losses = [fn().item() for _ in range(steps)]
     return losses, model, opt, step
@@ -294,15 +300,7 @@ def test_lr_scheduler_with_a_tensor_learning_rate_traces_once():
         model = _model()
         opt = torch.optim.AdamW(model.parameters(), lr=torch.tensor(0.01), foreach=False)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
-        x = torch.randn(5, 8, generator=torch.Generator().manual_seed(1))
-
-        def step():
-            opt.zero_grad()
-            loss = model(x).square().mean()
-            loss.backward()
-            opt.step()
-            return loss
-
+        step = _step_of(model, opt)
         fn = dynvm.compile(step) if compiled else step
         for _ in range(8):
             fn()

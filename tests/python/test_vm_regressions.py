@@ -1095,7 +1095,9 @@ def test_a_tensor_made_from_data_is_fresh_on_every_call(backend):
     compiled = dynvm.compile(_reads_a_written_constant, backend=backend)
     for _ in range(3):
         x = torch.randn(3)
-        assert torch.equal(compiled(x), _reads_a_written_constant(x))
+        # Close, not equal: the fused sum accumulates float32 in float64 and may round
+        # the last bit differently; a stale constant would be off by a whole call's sum.
+        torch.testing.assert_close(compiled(x), _reads_a_written_constant(x))
     returns = dynvm.compile(_returns_a_fresh_constant, backend=backend)
     x = torch.randn(3)
     first = returns(x)[1]
