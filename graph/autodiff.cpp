@@ -392,6 +392,15 @@ class Differentiator {
       Value* power =
           exponent == 2.0 ? x : b_.primitive("aten::pow.Tensor_Scalar", {x, real(exponent - 1.0)});
       add(x, exponent == 0.0 ? zeros_like(g) : mul(mul(g, power), real(exponent)));
+    } else if (op == "aten::pow.Scalar") {
+      // d(b ** e)/de = b ** e * log(b).
+      const Argument& b = node.arg(0);
+      double base = b.kind() == Argument::Kind::Int      ? static_cast<double>(b.as_int())
+                    : b.kind() == Argument::Kind::Double ? b.as_double()
+                                                         : throw NoRule{"a non-real base"};
+      // (ATen's gradient is 0 where the base is 0; log(0) would make it NaN.)
+      if (base <= 0.0) throw NoRule{"a base that is not positive"};
+      add_argument(node, 1, mul(mul(g, out), real(std::log(base))));
     } else if (op == "aten::maximum" || op == "aten::minimum") {
       Value* a = x;
       Value* c = node.arg(1).as_value();
@@ -711,6 +720,7 @@ constexpr std::string_view kRuleOps[] = {"aten::neg",
                                          "aten::div.Tensor",
                                          "aten::div.Scalar",
                                          "aten::pow.Tensor_Scalar",
+                                         "aten::pow.Scalar",
                                          "aten::maximum",
                                          "aten::minimum",
                                          "aten::where.self",

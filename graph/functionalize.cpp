@@ -142,6 +142,15 @@ class Functionalizer {
       if (input->kind() == ValueKind::Tensor) start_base(input, v);
     }
     for (const Node* node : old_.nodes()) visit(*node);
+    // The write-backs run in the grad mode the program wrote its inputs in (an optimizer
+    // step writes parameters under no_grad), then the mode the program ended in returns.
+    bool switch_mode = input_write_mode_ && *input_write_mode_ != mode_;
+    GradMode final_mode = mode_;
+    if (switch_mode) {
+      // The mode outside the graph cannot be named by a switch.
+      if (*input_write_mode_ == GradMode::Ambient) throw Unsupported{};
+      set_grad_enabled(*input_write_mode_ == GradMode::On);
+    }
     // Write the final value of every mutated input back into it, in input order.
     std::vector<Value*> written(old_.num_values(), nullptr);
     for (const Value* input : old_.inputs()) {
@@ -151,6 +160,7 @@ class Functionalizer {
           out_.append(std::string(kWriteBackOp), {env_[input->id()], final_value}, {input->type()})
               ->output();
     }
+    if (switch_mode) set_grad_enabled(final_mode == GradMode::On);
     std::vector<Value*> outputs;
     for (const Value* v : old_.outputs()) {
       if (v->kind() != ValueKind::Tensor) {
@@ -184,6 +194,13 @@ class Functionalizer {
   Value* read(const Value* v) {
     if (v->kind() != ValueKind::Tensor) return mapped(v);
     const AliasInfo& info = info_[v->id()];
+    // A written input read in another grad mode than its write: eager reads the input
+    // (a leaf that requires grad, say), the functional graph a value computed in the
+    // write's mode, which autograd would treat differently.
+    if (version_[info.base] > 0 && input_write_mode_ && *input_write_mode_ != mode_ &&
+        old_.value(info.base)->is_input()) {
+      throw Unsupported{};
+    }
     if (info.chain.empty()) return current_[info.base];
     size_t version = version_[info.base];
     // Start from the longest prefix of the chain whose value is still current.
@@ -251,9 +268,18 @@ class Functionalizer {
   }
 
   void visit(const Node& node) {
+    if (node.op() == kSetGradEnabledOp && node.num_outputs() == 0 && node.args().size() == 1 &&
+        node.arg(0).kind() == Argument::Kind::Bool) {
+      set_grad_enabled(node.arg(0).as_bool());
+      return;
+    }
     OpProperties props = op_properties(node.op());
     if (props.in_place) {
       visit_in_place(node);
+      return;
+    }
+    if (props.out_variant) {
+      visit_out_variant(node);
       return;
     }
     if (is_training_batch_norm(node)) {
@@ -421,6 +447,42 @@ class Functionalizer {
     return value;
   }
 
+  // `ns::op.out(args..., out=t)` of an operator whose default overload is a primitive
+  // (torch.maximum(a, b, out=m) in Adam's AMSGrad, torch.amax(x, 0, out=m) in Adamax): the
+  // primitive, written into `t` like an in-place result. `t` must already have the
+  // result's dtype and sizes (ATen would resize or convert it otherwise).
+  void visit_out_variant(const Node& node) {
+    std::optional<OpName> name = parse_op_name(node.op());
+    const Argument* out_arg = node.kwarg("out");
+    if (!name || name->overload != "out" || out_arg == nullptr || !out_arg->is_value() ||
+        out_arg->as_value()->kind() != ValueKind::Tensor || node.num_outputs() != 1) {
+      throw Unsupported{};
+    }
+    std::string functional = std::string(name->ns) + "::" + std::string(name->base);
+    if (primitive_kind(functional) == PrimitiveKind::Extern) throw Unsupported{};
+    const Value* target = out_arg->as_value();
+    const TensorMeta* target_meta = target->meta();
+    check_no_overlapping_operand(node, target);
+    std::vector<Argument> args = map_arguments(node.args());
+    std::vector<KeywordArgument> kwargs;
+    for (const KeywordArgument& k : node.kwargs()) {
+      if (k.name != "out") kwargs.push_back({k.name, map_argument(k.value)});
+    }
+    Expected<TensorMeta> meta = infer_primitive_meta(functional, args, kwargs);
+    if (!meta || target_meta == nullptr || meta->dtype != target_meta->dtype ||
+        meta->sizes != target_meta->sizes) {
+      throw Unsupported{};
+    }
+    Value* value = out_.append(functional, std::move(args),
+                               {ValueType::tensor(std::move(meta).value())}, std::move(kwargs))
+                       ->output();
+    write(target, value);
+    const Value* out = node.output();
+    info_[out->id()] = info_[target->id()];
+    env_[out->id()] = value;
+    cache_[out->id()] = CachedValue{version_[info_[out->id()].base], value};
+  }
+
   void visit_in_place(const Node& node) {
     if (node.op() == "aten::detach_" && node.num_outputs() == 1 && !node.args().empty() &&
         node.arg(0).is_value()) {
@@ -471,6 +533,11 @@ class Functionalizer {
   // through the view chain into the base.
   void write(const Value* target, Value* value) {
     AliasInfo info = info_[target->id()];
+    if (old_.value(info.base)->is_input()) {
+      // All write-backs run in one mode, so the writes into inputs must share one.
+      if (input_write_mode_ && *input_write_mode_ != mode_) throw Unsupported{};
+      input_write_mode_ = mode_;
+    }
     // The current values along the chain, before the write.
     std::vector<Value*> before(info.chain.size() + 1);
     before[0] = current_[info.base];
@@ -542,13 +609,24 @@ class Functionalizer {
     throw Unsupported{};
   }
 
+  // Copied in place; later nodes run in its mode.
+  void set_grad_enabled(bool enabled) {
+    out_.append(std::string(kSetGradEnabledOp), {Argument::boolean(enabled)}, {});
+    mode_ = enabled ? GradMode::On : GradMode::Off;
+  }
+
+  // Grad mode at a point of the program: as outside the graph until a switch.
+  enum class GradMode : uint8_t { Ambient, On, Off };
+
   const Graph& old_;
   Graph out_;
-  std::vector<AliasInfo> info_;     // by old value id (tensors)
-  std::vector<CachedValue> cache_;  // by old value id: the value of a view, when current
-  std::vector<size_t> version_;     // by base id: how often the base was written
-  std::vector<Value*> current_;     // by base id: the base's current contents
-  std::vector<Value*> env_;         // by old value id: the new value first defined for it
+  GradMode mode_ = GradMode::Ambient;
+  std::optional<GradMode> input_write_mode_;  // the mode the graph's inputs were written in
+  std::vector<AliasInfo> info_;               // by old value id (tensors)
+  std::vector<CachedValue> cache_;            // by old value id: the value of a view, when current
+  std::vector<size_t> version_;               // by base id: how often the base was written
+  std::vector<Value*> current_;               // by base id: the base's current contents
+  std::vector<Value*> env_;                   // by old value id: the new value first defined for it
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "dynvm/graph/check.h"
 #include "dynvm/graph/graph_printer.h"
+#include "dynvm/graph/in_place_outputs.h"
 #include "dynvm/graph/verify.h"
 
 namespace dynvm::graph {
@@ -26,6 +27,7 @@ Expected<FusionProgram> lower_for_fusion(Graph graph, const PassRunOptions& opti
       program.groups.push_back(extract_group(program.graph, group));
     }
     program.outer = build_outer_graph(program.graph, program.fusion);
+    mark_in_place_outputs(program.outer, program.fusion, program.groups);
     program.memory = plan_memory(program.outer);
   } catch (const InternalError& bug) {
     return make_error(std::string("fusion planning failed: ") + bug.what());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dynvm/graph/fusion_partition.h"
+#include "dynvm/graph/in_place_outputs.h"
 #include "dynvm/graph/op_properties.h"
 #include "dynvm/graph/value_names.h"
 
@@ -90,8 +91,16 @@ MemoryPlan plan_memory(const Graph& graph,
   for (const Node* node : graph.nodes()) {
     order.push_back(node);
     OutputStorage kind = storage(*node);
+    // A group output written into an input in place is that input's storage.
+    for (const Value* out : node->outputs()) {
+      std::optional<size_t> into = in_place_target(*node, out->output_index());
+      if (into && node->arg(*into).is_value())
+        roots[out->id()] = roots[node->arg(*into).as_value()->id()];
+    }
     if (kind == OutputStorage::Planned) {
-      for (const Value* out : node->outputs()) planned[out->id()] = out->meta() != nullptr;
+      for (const Value* out : node->outputs()) {
+        planned[out->id()] = out->meta() != nullptr && !in_place_target(*node, out->output_index());
+      }
       continue;
     }
     std::vector<size_t> shared;

@@ -51,6 +51,7 @@ enum class DTypeRule : uint8_t {
   X("aten::div.Tensor", Pointwise, Divide)         \
   X("aten::div.Scalar", Pointwise, Divide)         \
   X("aten::pow.Tensor_Scalar", Pointwise, Promote) \
+  X("aten::pow.Scalar", Pointwise, Promote)        \
   X("aten::maximum", Pointwise, Promote)           \
   X("aten::minimum", Pointwise, Promote)           \
   X("aten::eq.Tensor", Pointwise, Bool)            \
@@ -458,6 +459,12 @@ PrimitiveKind primitive_kind(const Node& node) {
       }
       return PrimitiveKind::Extern;
     }
+  }
+  if (node.op() == "aten::pow.Scalar") {
+    // A number to a tensor power: kernels compute it in floating point only (ATen's
+    // integer powers are exact, and refuse negative exponents).
+    const TensorMeta* out = node.output()->meta();
+    if (out == nullptr || !is_floating(out->dtype)) return PrimitiveKind::Extern;
   }
   return kind;
 }

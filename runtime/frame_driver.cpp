@@ -58,25 +58,41 @@ bool guards_constant(const Variant& variant, const std::string& source) {
   return false;
 }
 
-// The source of a failed constant guard on a value in the frame (a local or a stack
+// A number whose constant guard failed: its source, and whether it lives in the frame.
+struct ChangedNumber {
+  std::string source;  // "" when the failed guard is not a number's constant guard
+  bool in_frame = false;
+};
+
+// The source of a failed constant guard on a number. In the frame (a local or a stack
 // entry, or an item of a container held there: the dict a comprehension is building when
-// it breaks on .item()), or "": a number there is traced as opaque from then on
-// (automatic dynamic). Numbers read through attributes (configuration) stay constants.
-std::string changing_number(const Variant& variant, const vm::GuardFailure& why) {
+// it breaks on .item()), it is traced as opaque from then on (automatic dynamic). A float
+// read through attributes or keys (a learning rate an LR scheduler sets on every step) is
+// too, once it has changed twice (driver below); other numbers read that way
+// (configuration) stay constants.
+ChangedNumber changing_number(const Variant& variant, const vm::GuardFailure& why) {
   const vm::GuardSet& guards = variant.trace().guards;
-  if (why.index >= guards.size()) return "";
+  if (why.index >= guards.size()) return {};
   const vm::Guard& g = guards[why.index];
-  if (g.kind != vm::GuardKind::ConstantMatch || g.source < 0) return "";
+  if (g.kind != vm::GuardKind::ConstantMatch || g.source < 0) return {};
   const auto& sources = guards.sources();
   const vm::SourceTable::Entry& entry = sources[g.source];
   const vm::SourceTable::Entry* root = &entry;
+  bool in_frame = true;
   while (root->base >= 0) {
     using K = vm::Source::Kind;
-    if (root->kind != K::Key && root->kind != K::Index && root->kind != K::DictValue) return "";
+    if (root->kind != K::Key && root->kind != K::Index && root->kind != K::DictValue) {
+      in_frame = false;
+    }
     root = &sources[root->base];
   }
-  if (root->kind != vm::Source::Kind::Local && root->kind != vm::Source::Kind::Stack) return "";
-  return entry.text;  // only ints and floats are traced as opaque (TraceContext::wrap)
+  if (root->kind != vm::Source::Kind::Local && root->kind != vm::Source::Kind::Stack) {
+    in_frame = false;
+  }
+  // Only ints and floats are traced as opaque (TraceContext::wrap).
+  PyObject* value = g.as<vm::ConstantMatchPayload>().value.get();
+  if (!in_frame && (value == nullptr || !PyFloat_CheckExact(value))) return {};
+  return {entry.text, in_frame};
 }
 
 // What dynvm keeps per code object, in the code object's co_extra slot.
@@ -89,6 +105,8 @@ struct CodeCache {
   // Locals and stack entries whose number changed between calls, in any part of the
   // code: traced as opaque from then on (a loop counter read after every break).
   std::set<std::string> dynamic_sources;
+  // Floats read through attributes or keys, by source: how often each changed.
+  std::map<std::string, int> float_changes;
   // The segment at the frame's start for the backend and mode used last: the hot path.
   Segment* entry_segment = nullptr;
   std::string entry_backend;
@@ -228,10 +246,12 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
       } else {
         variants[i]->guards_hold(inputs, &failure);
       }
-      std::string changing = changing_number(*variants[i], failure);
-      if (!changing.empty() && cache.dynamic_sources.insert(changing).second) {
-        changed.insert(changing);
-      }
+      ChangedNumber changing = changing_number(*variants[i], failure);
+      if (changing.source.empty()) continue;
+      // A float outside the frame: a value that changed once (a milestone) is better
+      // served by a second constant variant; one that keeps changing goes opaque.
+      if (!changing.in_frame && (i != 0 || ++cache.float_changes[changing.source] < 2)) continue;
+      if (cache.dynamic_sources.insert(changing.source).second) changed.insert(changing.source);
     }
     for (const std::string& changing : changed) {
       // Variants that hold the number as a constant only serve that one value again: the

@@ -1,4 +1,5 @@
 // GuardSet: building guards from the values the VM saw, deduplicating and printing them.
+#include <algorithm>
 #include <utility>
 
 #include "dynvm/vm/guard.h"
@@ -149,6 +150,19 @@ Expected<size_t> GuardSet::add(GuardKind kind, const SourcePtr& source, GuardPay
   guards_.push_back(std::move(guard));
   same.push_back(guards_.size() - 1);
   return guards_.size() - 1;
+}
+
+Expected<size_t> GuardSet::merge(const GuardSet& other) {
+  for (const Guard& guard : other.guards_) {
+    if (guard.kind == GuardKind::DuplicateInput) continue;
+    SourcePtr source = guard.source >= 0 ? other.sources_[guard.source].source : nullptr;
+    std::string prefix = guard_kind_name(guard.kind);
+    if (guard.source >= 0) prefix += " " + other.sources_[guard.source].text;
+    std::string detail = guard.text.substr(std::min(prefix.size(), guard.text.size()));
+    Expected<size_t> added = add(guard.kind, source, guard.payload, detail);
+    if (!added) return added.error();
+  }
+  return guards_.size();
 }
 
 Expected<size_t> GuardSet::add_type_match(const SourcePtr& source, PyObject* value) {

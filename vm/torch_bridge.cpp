@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "dynvm/graph/op_properties.h"
 #include "known_objects.h"
 #include "python_values.h"
 #include "trace_context.h"
@@ -287,7 +288,8 @@ bool literal_argument(PyObject* o, graph::Argument* out) {
 void TorchBridge::sync_grad_mode() {
   if (context_.grad_enabled == graph_grad_mode_) return;
   graph_grad_mode_ = context_.grad_enabled;
-  graph_.append("dynvm::set_grad_enabled", {graph::Argument::boolean(graph_grad_mode_)}, {});
+  graph_.append(std::string(graph::kSetGradEnabledOp), {graph::Argument::boolean(graph_grad_mode_)},
+                {});
 }
 
 void TorchBridge::add_records(PyObject* records) {

@@ -160,6 +160,10 @@ Trace trace_frame(const FrameStart& start, const TraceOptions& options) {
     // eagerly from where this trace started.
     return std::move(first.trace);
   }
+  // What made the call break (the inlined code's path to it: an optimizer's state dict
+  // still empty on the first step, a branch on a module flag) is part of the variant: when
+  // it changes, the call is traced again instead of breaking for good.
+  if (!second.trace.guards.merge(first.trace.guards)) return std::move(first.trace);
   second.trace.graph_break = first.trace.graph_break;
   second.trace.resume->instruction = first.root_instruction;
   return std::move(second.trace);

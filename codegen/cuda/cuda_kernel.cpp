@@ -58,7 +58,8 @@ namespace {
 // Lowers `kernel` with `schedule`, names its function after the source, and compiles it
 // (or finds it loaded in this process, or its CUBIN on disk) and loads it.
 Expected<CudaCompiledSchedule> build_schedule(LoopKernel& kernel, const CudaSchedule& schedule,
-                                              int device, const std::string& architecture,
+                                              const CudaBufferUse& use, int device,
+                                              const std::string& architecture,
                                               const std::string& name,
                                               const CudaCompileOptions& options) {
   const CudaLibraries& libraries = cuda_libraries();
@@ -67,10 +68,10 @@ Expected<CudaCompiledSchedule> build_schedule(LoopKernel& kernel, const CudaSche
   // The function is named after its source, written once with a placeholder name: groups
   // that differ only in their name in the graph get one source, so one NVRTC compile.
   kernel.name = "dv_kernel";
-  auto unnamed = lower_loops_to_cuda(kernel, schedule);
+  auto unnamed = lower_loops_to_cuda(kernel, schedule, use);
   if (!unnamed) return unnamed.error();
   kernel.name = "dv_" + content_hash(unnamed->source).substr(0, 12);
-  auto source = lower_loops_to_cuda(kernel, schedule);
+  auto source = lower_loops_to_cuda(kernel, schedule, use);
   if (!source) return source.error();
   built.cuda = std::move(*source);
   std::string key = "cuda_" + content_hash(built.cuda.source + "\n// " + architecture + " NVRTC " +
@@ -149,8 +150,23 @@ Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& gr
   kernel->kernel_ = std::move(*lowered);
   auto passes = run_loop_passes(kernel->kernel_, cuda_loop_passes());
   if (!passes) return passes.error();
+  CudaBufferUse use;
+  use.by_value = cuda_value_buffers(group);
+  kernel->by_value_.assign(group.inputs().size(), false);
+  for (int b : use.by_value) kernel->by_value_[static_cast<size_t>(b)] = true;
+  // Buffer i is input i, then the outputs.
+  for (const auto& [output, input] : options.in_place) {
+    use.may_alias.push_back(static_cast<int>(input));
+    use.may_alias.push_back(static_cast<int>(group.inputs().size() + output));
+  }
+  for (size_t i = 0; i < group.inputs().size(); ++i) {
+    const graph::TensorMeta* meta = group.inputs()[i]->meta();
+    if (meta != nullptr && meta->device.type == graph::DeviceType::Cpu && !kernel->by_value_[i]) {
+      return make_error("a CPU tensor with dimensions among a CUDA group's inputs");
+    }
+  }
   std::string architecture = info->architecture();
-  auto chosen = build_schedule(kernel->kernel_, {}, device, architecture, name, options);
+  auto chosen = build_schedule(kernel->kernel_, {}, use, device, architecture, name, options);
   if (!chosen) return chosen.error();
   kernel->cache_hit_ = chosen->cache_hit;
   if (options.autotune) {
@@ -165,7 +181,7 @@ Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& gr
                                   : load_cached_object(options.cache_dir, kernel->tuning_key_);
     int threads = recorded ? std::atoi(recorded->c_str()) : 0;
     if (threads > 0 && threads != chosen->cuda.launch.block_threads) {
-      auto again = build_schedule(kernel->kernel_, CudaSchedule{threads}, device, architecture,
+      auto again = build_schedule(kernel->kernel_, CudaSchedule{threads}, use, device, architecture,
                                   name, options);
       if (again) chosen = std::move(again);  // else keep the lowering's own schedule
     }
@@ -179,7 +195,7 @@ Expected<std::unique_ptr<CudaKernel>> CudaKernel::compile(const graph::Graph& gr
       kernel->candidates_.push_back(*chosen);
       for (const CudaSchedule& candidate : cuda_schedule_candidates(chosen->cuda.launch)) {
         auto other =
-            build_schedule(kernel->kernel_, candidate, device, architecture, name, options);
+            build_schedule(kernel->kernel_, candidate, use, device, architecture, name, options);
         if (other) kernel->candidates_.push_back(std::move(*other));
       }
       if (kernel->candidates_.size() == 1) {
@@ -225,8 +241,12 @@ void CudaKernel::run_into(const std::vector<at::Tensor>& inputs,
   std::vector<void*> pointers;
   pointers.reserve(kernel_.buffers.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    TORCH_CHECK(fits(inputs[i], inputs_[i]), "kernel ", kernel_.name, ": input ", i,
+    bool fit = by_value(i) ? inputs[i].defined() && inputs[i].device().is_cpu() &&
+                                 has_layout(inputs[i], inputs_[i])
+                           : fits(inputs[i], inputs_[i]);
+    TORCH_CHECK(fit, "kernel ", kernel_.name, ": input ", i,
                 " has another dtype, device, shape or layout than the kernel was compiled for");
+    // By value: the launch copies the value from the host tensor's storage.
     pointers.push_back(const_cast<void*>(inputs[i].data_ptr()));
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -272,7 +292,10 @@ void CudaKernel::launch(const CudaCompiledSchedule& schedule, std::vector<void*>
   }
   std::vector<void*> args;
   args.reserve(pointers.size());
-  for (void*& p : pointers) args.push_back(&p);
+  for (size_t i = 0; i < pointers.size(); ++i) {
+    // A pointer parameter's argument is where the pointer is; a value's, the value itself.
+    args.push_back(by_value(i) ? pointers[i] : static_cast<void*>(&pointers[i]));
+  }
   // The vectorized variant when every buffer it accesses with vectors is aligned for them.
   bool vectorized = schedule.vector_function != nullptr;
   for (int b : launch.vector_buffers) {

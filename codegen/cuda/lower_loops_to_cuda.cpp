@@ -278,8 +278,25 @@ std::string math_call(const char* f32, const char* f64, DType t, const std::stri
 
 class Emitter {
  public:
-  Emitter(const LoopKernel& kernel, const CudaSchedule& schedule)
-      : k_(kernel), schedule_(schedule), value_type_(kernel.num_values) {}
+  Emitter(const LoopKernel& kernel, const CudaSchedule& schedule, const CudaBufferUse& use)
+      : k_(kernel),
+        schedule_(schedule),
+        by_value_(kernel.buffers.size(), false),
+        restrict_(kernel.buffers.size(), true),
+        value_type_(kernel.num_values) {
+    for (int b : use.may_alias) {
+      if (b < 0 || static_cast<size_t>(b) >= k_.buffers.size()) unsupported("no such buffer");
+      restrict_[static_cast<size_t>(b)] = false;
+    }
+    for (int b : use.by_value) {
+      if (b < 0 || static_cast<size_t>(b) >= k_.buffers.size() ||
+          k_.buffers[static_cast<size_t>(b)].role != BufferRole::Input ||
+          k_.buffers[static_cast<size_t>(b)].num_elements != 1) {
+        unsupported("a buffer passed by value must be an input of one element");
+      }
+      by_value_[static_cast<size_t>(b)] = true;
+    }
+  }
 
   CudaKernelSource run() {
     const LoopStmt* parallel = nullptr;
@@ -397,7 +414,12 @@ class Emitter {
       const LoopBuffer& b = k_.buffers[i];
       if (i > 0) out_ += ", ";
       bool input = b.role == BufferRole::Input;
-      out_ += (input ? "const " : "") + storage_ctype(b.dtype) + "* __restrict__ " + b.name +
+      if (by_value_[i]) {
+        out_ += "const " + storage_ctype(b.dtype) + " " + b.name + "_value";
+        continue;
+      }
+      out_ += (input ? "const " : "") + storage_ctype(b.dtype) +
+              (restrict_[i] ? "* __restrict__ " : "* ") + b.name +
               (b.role == BufferRole::Temp ? "_scratch" : "");
     }
     if (launch.split_parts > 0) {
@@ -407,6 +429,12 @@ class Emitter {
     out_ += ") {\n";
     indent_ = 1;
     body_start_ = out_.size();
+    // Inputs passed by value (a CPU scalar): read like a one-element buffer.
+    for (size_t i = 0; i < k_.buffers.size(); ++i) {
+      if (!by_value_[i]) continue;
+      const LoopBuffer& b = k_.buffers[i];
+      line("const " + storage_ctype(b.dtype) + " " + b.name + "[1] = {" + b.name + "_value};");
+    }
     // Temporaries: this slot's part of the scratch space.
     size_t t = 0;
     std::string slot = launch.scheme == CudaScheme::Flat
@@ -1686,6 +1714,8 @@ class Emitter {
 
   const LoopKernel& k_;
   const CudaSchedule schedule_;
+  std::vector<bool> by_value_;  // by buffer: an input passed by value
+  std::vector<bool> restrict_;  // by buffer: its pointer is __restrict__
   const CudaLaunch* launch_ = nullptr;
   std::vector<bool> vector_buffer_;                     // accessed with vector loads/stores
   std::set<const LoopStmt*> vector_access_;             // contiguous in the flat index
@@ -1748,10 +1778,22 @@ std::vector<CudaSchedule> cuda_schedule_candidates(const CudaLaunch& chosen) {
   return out;
 }
 
+std::vector<int> cuda_value_buffers(const graph::Graph& group) {
+  std::vector<int> out;
+  for (size_t i = 0; i < group.inputs().size(); ++i) {
+    const graph::TensorMeta* meta = group.inputs()[i]->meta();
+    if (meta != nullptr && meta->device.type == graph::DeviceType::Cpu && meta->dim() == 0) {
+      out.push_back(static_cast<int>(i));
+    }
+  }
+  return out;
+}
+
 Expected<CudaKernelSource> lower_loops_to_cuda(const LoopKernel& kernel,
-                                               const CudaSchedule& schedule) {
+                                               const CudaSchedule& schedule,
+                                               const CudaBufferUse& use) {
   try {
-    return Emitter(kernel, schedule).run();
+    return Emitter(kernel, schedule, use).run();
   } catch (const Unsupported& u) {
     return make_error("CUDA lowering of " + kernel.name + ": " + u.message);
   }

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "dynvm/graph/graph_printer.h"
+#include "dynvm/graph/in_place_outputs.h"
 #include "dynvm/graph/memory_planning.h"
 #include "dynvm/graph/op_properties.h"
 #include "dynvm/graph/value_names.h"
@@ -198,9 +199,9 @@ class PlanBuilder {
     Step step;
     step.args_begin = static_cast<uint32_t>(plan_->arguments.size());
     step.outputs_begin = static_cast<uint32_t>(plan_->output_slots.size());
-    bool ok = node_->op() == kSetGradEnabledOp ? add_grad_mode_switch(step)
-              : node_->op() == kFusedGroupOp   ? add_group_call(step, index)
-                                               : add_operator_call(step, index);
+    bool ok = node_->op() == graph::kSetGradEnabledOp ? add_grad_mode_switch(step)
+              : node_->op() == kFusedGroupOp          ? add_group_call(step, index)
+                                                      : add_operator_call(step, index);
     if (!ok) return false;
     step.args_end = static_cast<uint32_t>(plan_->arguments.size());
     step.outputs_end = static_cast<uint32_t>(plan_->output_slots.size());
@@ -211,9 +212,10 @@ class PlanBuilder {
   bool add_grad_mode_switch(Step& step) {
     const std::vector<Argument>& args = node_->args();
     if (args.size() != 1 || !node_->kwargs().empty() || args[0].kind() != Argument::Kind::Bool) {
-      return fail(std::string(kSetGradEnabledOp) + " takes one literal bool");
+      return fail(std::string(graph::kSetGradEnabledOp) + " takes one literal bool");
     }
-    if (node_->num_outputs() != 0) return fail(std::string(kSetGradEnabledOp) + " has no outputs");
+    if (node_->num_outputs() != 0)
+      return fail(std::string(graph::kSetGradEnabledOp) + " has no outputs");
     step.grad_enabled = args[0].as_bool();
     return true;
   }
@@ -298,6 +300,7 @@ class PlanBuilder {
     }
     size_t begin = plan_->placements.size();
     size_t placed = 0;
+    size_t in_arena = 0;
     for (const graph::Value* out : node_->outputs()) {
       Placement placement;
       const graph::TensorMeta* meta = out->meta();
@@ -305,11 +308,17 @@ class PlanBuilder {
         plan_->placements.resize(begin);
         return;
       }
-      placement.offset = planned_offset(*out);
+      if (std::optional<size_t> into = graph::in_place_target(*node_, out->output_index())) {
+        placement.input_slot = plan_->arguments[step.args_begin + *into].slot;
+      } else {
+        placement.offset = planned_offset(*out);
+      }
       placement.dtype = to_scalar_type(meta->dtype);
+      placement.device = to_device(meta->device);
       placement.sizes = meta->sizes;
       placement.strides = meta->strides;
-      if (placement.offset >= 0) ++placed;
+      if (placement.offset >= 0) ++in_arena;
+      if (placement.offset >= 0 || placement.input_slot >= 0) ++placed;
       plan_->placements.push_back(std::move(placement));
     }
     if (placed == 0) {
@@ -317,7 +326,7 @@ class PlanBuilder {
       return;
     }
     step.placements_begin = static_cast<int32_t>(begin);
-    plan_->planned_outputs += placed;
+    plan_->planned_outputs += in_arena;
   }
 
   bool add_operator_call(Step& step, int32_t index) {

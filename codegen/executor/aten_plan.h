@@ -71,11 +71,14 @@ struct Step {
   bool contiguous_results = false;
 };
 
-// Where a fused-group output goes when its group runs into given tensors: a view of the
-// arena at `offset` bytes, or (offset < 0) a fresh tensor.
+// Where a fused-group output goes when its group runs into given tensors: the tensor in
+// slot `input_slot` (an input the group writes in place, graph/in_place_outputs.h), a
+// view of the arena at `offset` bytes, or (neither) a fresh tensor on `device`.
 struct Placement {
+  int32_t input_slot = -1;
   int64_t offset = -1;
   c10::ScalarType dtype = c10::ScalarType::Float;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
 };
@@ -166,6 +169,10 @@ void release_last_uses(RunState& state, const Step& step);
 
 // A tensor over `arena` laid out as `placement` says.
 at::Tensor arena_view(const c10::Storage& arena, const Placement& placement);
+
+// The tensor a fused-group output is written into: the input the placement names, a view
+// of the run's arena, or a fresh tensor (also when the run has no arena).
+at::Tensor placed_output(const RunState& state, const Placement& placement);
 
 }  // namespace exec
 

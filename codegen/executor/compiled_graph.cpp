@@ -21,6 +21,7 @@
 #include "dynvm/graph/functionalize.h"
 #include "dynvm/graph/fusion_pipeline.h"
 #include "dynvm/graph/graph_dot.h"
+#include "dynvm/graph/in_place_outputs.h"
 #include "dynvm/graph/memory_planning.h"
 #include "dynvm/graph/op_properties.h"
 #include "dynvm/graph/pass_runner.h"
@@ -77,7 +78,7 @@ std::string unfusable(const graph::Graph& graph, bool grad_enabled) {
   // would record a node the graph runs.
   bool mode = grad_enabled;
   for (const graph::Node* node : graph.nodes()) {
-    if (node->op() == "dynvm::set_grad_enabled") {
+    if (node->op() == graph::kSetGradEnabledOp) {
       if (!node->args().empty() && node->args()[0].kind() == graph::Argument::Kind::Bool) {
         mode = node->args()[0].as_bool();
       }
@@ -136,7 +137,20 @@ std::optional<graph::Device> group_device(const graph::Graph& group) {
     device = meta->device;
     return true;
   };
+  // CPU scalar inputs (0-dim) go along with tensors on a CUDA device, which take them by
+  // value (CudaKernel), as ATen's CUDA kernels do.
+  auto host_scalar = [](const graph::Value* v) {
+    const graph::TensorMeta* meta = v->meta();
+    return meta != nullptr && meta->device.type == graph::DeviceType::Cpu && meta->dim() == 0;
+  };
+  bool scalars_aside = false;
+  for (const graph::Value* v : group.outputs()) {
+    const graph::TensorMeta* meta = v->meta();
+    scalars_aside =
+        scalars_aside || (meta != nullptr && meta->device.type == graph::DeviceType::Cuda);
+  }
   for (const graph::Value* v : group.inputs()) {
+    if (scalars_aside && host_scalar(v)) continue;
     if (!visit(v)) return std::nullopt;
   }
   for (const graph::Value* v : group.outputs()) {
@@ -155,8 +169,9 @@ void say_once_why_cuda_is_off(const std::string& why) {
 }
 
 // The group compiled for its device, or the reason it runs through ATen.
-Expected<std::unique_ptr<FusedKernel>> compile_group(const graph::Graph& group,
-                                                     const std::string& name, bool autotune) {
+Expected<std::unique_ptr<FusedKernel>> compile_group(
+    const graph::Graph& group, const std::string& name, bool autotune,
+    const std::vector<std::pair<size_t, size_t>>& in_place = {}) {
   std::optional<graph::Device> device = group_device(group);
   if (!device) return make_error("the group's tensors are on several devices");
   if (device->type == graph::DeviceType::Cpu) {
@@ -179,6 +194,7 @@ Expected<std::unique_ptr<FusedKernel>> compile_group(const graph::Graph& group,
     }
     CudaCompileOptions options;
     options.autotune = autotune;
+    options.in_place = in_place;
     auto kernel = CudaKernel::compile(group, static_cast<int>(std::max<int64_t>(0, device->index)),
                                       name, options);
     if (!kernel) return kernel.error();
@@ -193,8 +209,22 @@ using CompiledGroup = std::optional<Expected<std::unique_ptr<FusedKernel>>>;
 // compile, and a ViT has dozens of groups); the others are left empty, for the caller to
 // compile in order (the CPU target's JIT is not shared across threads).
 std::vector<CompiledGroup> compile_cuda_groups(const std::vector<graph::Graph>& groups,
-                                               bool autotune) {
+                                               const graph::Graph& outer, bool autotune) {
   std::vector<CompiledGroup> out(groups.size());
+  // Per group: its outputs written in place into its inputs, (output, input).
+  std::vector<std::vector<std::pair<size_t, size_t>>> in_place(groups.size());
+  for (const graph::Node* node : outer.nodes()) {
+    const graph::Argument* group = node->op() == graph::kFusedOp ? node->kwarg("group") : nullptr;
+    if (group == nullptr || group->kind() != graph::Argument::Kind::Int || group->as_int() < 0 ||
+        static_cast<size_t>(group->as_int()) >= groups.size()) {
+      continue;
+    }
+    for (size_t k = 0; k < node->num_outputs(); ++k) {
+      if (std::optional<size_t> into = graph::in_place_target(*node, k)) {
+        in_place[static_cast<size_t>(group->as_int())].emplace_back(k, *into);
+      }
+    }
+  }
   std::vector<size_t> cuda;
   for (size_t i = 0; i < groups.size(); ++i) {
     std::optional<graph::Device> device = group_device(groups[i]);
@@ -205,7 +235,8 @@ std::vector<CompiledGroup> compile_cuda_groups(const std::vector<graph::Graph>& 
     for (size_t k = next++; k < cuda.size(); k = next++) {
       size_t i = cuda[k];
       try {
-        out[i].emplace(compile_group(groups[i], "fused_" + std::to_string(i), autotune));
+        out[i].emplace(
+            compile_group(groups[i], "fused_" + std::to_string(i), autotune, in_place[i]));
       } catch (const std::exception& e) {
         out[i].emplace(make_error(std::string("compiling a CUDA kernel failed: ") + e.what()));
       }
@@ -223,7 +254,7 @@ std::vector<CompiledGroup> compile_cuda_groups(const std::vector<graph::Graph>& 
 // mode, or returns an input or a view of one.
 std::string why_not_one_node(const graph::Graph& graph) {
   for (const graph::Node* node : graph.nodes()) {
-    if (node->op() == "dynvm::set_grad_enabled") return "it changes grad mode";
+    if (node->op() == graph::kSetGradEnabledOp) return "it changes grad mode";
   }
   for (const graph::Value* out : graph.outputs()) {
     const graph::Value* v = out;
@@ -339,7 +370,8 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
   std::vector<AtenExecutor::GroupRunner> runners;
   std::vector<AtenExecutor::GroupIntoRunner> into_runners;
   std::vector<const FusedKernel*> kernel_of_group;
-  std::vector<CompiledGroup> cuda_kernels = compile_cuda_groups(fusion.groups, autotune);
+  std::vector<CompiledGroup> cuda_kernels =
+      compile_cuda_groups(fusion.groups, fusion.outer, autotune);
   for (size_t i = 0; i < fusion.groups.size(); ++i) {
     const graph::Graph& group = fusion.groups[i];
     auto kernel = cuda_kernels[i] ? std::move(*cuda_kernels[i])

@@ -58,6 +58,15 @@ at::Tensor arena_view(const c10::Storage& arena, const Placement& placement) {
   return view;
 }
 
+at::Tensor placed_output(const RunState& state, const Placement& placement) {
+  if (placement.input_slot >= 0) {
+    return state.slots[static_cast<size_t>(placement.input_slot)].toTensor();
+  }
+  if (placement.offset >= 0 && state.arena) return arena_view(state.arena->storage(), placement);
+  return at::empty_strided(placement.sizes, placement.strides,
+                           at::TensorOptions().dtype(placement.dtype).device(placement.device));
+}
+
 namespace {
 
 bool shares_storage(const c10::IValue& value, const c10::Storage& arena) {
@@ -117,14 +126,11 @@ void run_step(RunState& state, const Step& step) {
     }
     uint32_t num_outputs = step.outputs_end - step.outputs_begin;
     std::vector<at::Tensor> group_outputs;
-    if (step.placements_begin >= 0 && state.arena) {
+    if (step.placements_begin >= 0) {
       group_outputs.reserve(num_outputs);
       for (uint32_t i = 0; i < num_outputs; ++i) {
         const Placement& p = plan.placements[static_cast<size_t>(step.placements_begin) + i];
-        group_outputs.push_back(
-            p.offset >= 0
-                ? arena_view(state.arena->storage(), p)
-                : at::empty_strided(p.sizes, p.strides, at::TensorOptions().dtype(p.dtype)));
+        group_outputs.push_back(placed_output(state, p));
       }
       plan.groups_into[static_cast<size_t>(step.group)](group_inputs, group_outputs);
     } else {

@@ -126,17 +126,17 @@ int64_t glue_input_data(int64_t frame, int64_t slot, int64_t meta, int64_t out) 
   }
 }
 
-// Kernel output: a view of the arena at `placement` (when it has an offset and the run an
-// arena) or a fresh tensor laid out as `meta`; kept in slot `slot` (-1: in `unread`), its data
-// pointer written to `*out`.
+// Kernel output: where `placement` puts it (an input written in place, a view of the
+// arena, a fresh tensor), or without one a fresh tensor laid out as `meta`; kept in slot `slot`
+// (-1: in `unread`), its data pointer written to `*out`.
 int64_t glue_new_output(int64_t frame, int64_t slot, int64_t placement, int64_t meta,
                         int64_t out) noexcept {
   RunFrame& f = *glue_pointer<RunFrame>(frame);
   try {
     const auto* p = glue_pointer<const exec::Placement>(placement);
     at::Tensor t;
-    if (p != nullptr && p->offset >= 0 && f.state.arena) {
-      t = exec::arena_view(f.state.arena->storage(), *p);
+    if (p != nullptr) {
+      t = exec::placed_output(f.state, *p);
     } else {
       const auto& m = *glue_pointer<const graph::TensorMeta>(meta);
       t = at::empty_strided(m.sizes, m.strides, at::TensorOptions().dtype(to_scalar_type(m.dtype)));

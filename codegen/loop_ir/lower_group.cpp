@@ -968,6 +968,12 @@ class GroupLowering {
       return instr(type, LoopOp::Max, {x(0, type), constant(type, 0.0)});
     }
     if (op == "aten::pow.Tensor_Scalar") return emit_pow(node, index, out.sizes, type);
+    if (op == "aten::pow.Scalar") {
+      // A Python number raised to a tensor (Adam's bias correction, beta ** step).
+      if (!graph::is_floating(type)) unsupported("integer pow of a number");
+      ValueId exponent = operand(node.arg(1), index, out.sizes, type);
+      return instr(type, LoopOp::Pow, {constant(type, literal_number(node.arg(0))), exponent});
+    }
     static const std::map<std::string, LoopOp> kCompare = {
         {"aten::eq", LoopOp::Eq}, {"aten::ne", LoopOp::Ne}, {"aten::lt", LoopOp::Lt},
         {"aten::le", LoopOp::Le}, {"aten::gt", LoopOp::Gt}, {"aten::ge", LoopOp::Ge},
@@ -1147,7 +1153,8 @@ class GroupLowering {
                                                      "aten::sigmoid",    "aten::sin",
                                                      "aten::cos",        "aten::log1p",
                                                      "aten::expm1",      "aten::pow.Tensor_Scalar",
-                                                     "aten::div.Tensor", "aten::div.Scalar"};
+                                                     "aten::pow.Scalar", "aten::div.Tensor",
+                                                     "aten::div.Scalar"};
     if (kExpensive.count(op)) return true;
     bool any = false;
     v->producer()->for_each_input(

@@ -66,6 +66,7 @@ POINTWISE = {
     "sin_cos": lambda x: torch.sin(x) * torch.cos(x * 2),
     "log1p_expm1": lambda x: torch.log1p(x.abs()) + torch.expm1(x * 0.2),
     "pow": lambda x: x.pow(3) + (x.abs() + 0.1).pow(0.5) + x**2,
+    "number_to_a_power": lambda x: 0.9 ** x + 2.5 ** (x * 0.5),
     "clamp": lambda x: x.clamp(-0.5, 0.7) + x.clamp(min=0.1) + F.hardtanh(x),
     "activations": lambda x: F.silu(x) + F.softplus(x) + F.leaky_relu(x, 0.1) + F.elu(x)
     + F.mish(x) + F.hardswish(x) + F.gelu(x, approximate="tanh"),

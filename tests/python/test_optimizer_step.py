@@ -8,6 +8,7 @@ torch._foreach_* as per-tensor operators, defaultdicts made by the trace, tuple 
 `list[Tensor]`. Every case compares with eager."""
 
 import collections
+import warnings
 
 import pytest
 import torch
@@ -70,18 +71,34 @@ def _train(make_optimizer, foreach, compiled, steps=6):
     opt = make_optimizer(model.parameters(), foreach)
     step = _step_of(model, opt)
     fn = dynvm.compile(step) if compiled else step
+    dynvm.reset()
     losses = [fn().item() for _ in range(steps)]
-    return losses, model, opt, step
+    return losses, model, opt, fn
+
+
+def _in_place_ops(fn):
+    """The in-place ATen operators `fn()` calls itself (not those inside other operators,
+    such as the index_put_ of a functional index_put), write-backs (copy_) left out."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    def called_by_an_operator(e):
+        return e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::")
+
+    return {e.name for e in prof.events()
+            if e.name.startswith("aten::") and e.name.endswith("_") and e.name != "aten::copy_"
+            and not called_by_an_operator(e)}
 
 
 @pytest.mark.parametrize("foreach", [False, True], ids=["for-loop", "foreach"])
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_compiled_step_matches_eager_and_traces_the_optimizer(name, foreach):
     want_losses, want_model, want_opt, _ = _train(OPTIMIZERS[name], foreach, False)
-    got_losses, got_model, got_opt, step = _train(OPTIMIZERS[name], foreach, True)
-    assert got_losses == pytest.approx(want_losses, rel=1e-5)
+    got_losses, got_model, got_opt, compiled = _train(OPTIMIZERS[name], foreach, True)
+    # The fused update rounds differently (one kernel, contracted multiply-adds): the
+    # issue's 1e-4 relative.
+    assert got_losses == pytest.approx(want_losses, rel=1e-4)
     for w, g in zip(want_model.parameters(), got_model.parameters()):
-        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
     for w, g in zip(want_model.parameters(), got_model.parameters()):
         want_state, got_state = want_opt.state[w], got_opt.state[g]
         assert sorted(want_state) == sorted(got_state)
@@ -89,9 +106,16 @@ def test_compiled_step_matches_eager_and_traces_the_optimizer(name, foreach):
             # RMSprop's centered square root of a difference amplifies one rounding (a
             # fused multiply-add) to ~3e-5 in its buffers: the issue's 1e-4 applies.
             torch.testing.assert_close(got_state[key], want_state[key], rtol=1e-4, atol=1e-6)
+    # The first step breaks inside step() on the optimizer's empty state; that break is
+    # guarded on the state, so the second step traces the update and later steps run it
+    # fused: none of the in-place operators eager's update calls runs.
+    assert dynvm.counters["recompiles"] <= 2 and dynvm.counters["eager_calls"] == 0
+    eager_ops = _in_place_ops(want_opt.step)
+    assert eager_ops, "eager's update calls in-place operators"
+    assert not eager_ops & _in_place_ops(compiled), eager_ops
     # The optimizer's own code was traced (no break inside torch.optim), into graphs that
     # update every parameter.
-    report = dynvm.explain(step)()
+    report = dynvm.explain(compiled)()
     assert not [b for b in report.break_reasons if "torch/optim" in str(b)], report.break_reasons
     updates = sum(1 for ops in report.ops_per_graph for op in ops
                   if op.startswith(("aten::add_", "aten::copy_", "aten::mul_")))
@@ -291,30 +315,58 @@ def test_fake_tensors_of_parameters_with_grads_carry_a_stand_in_grad():
     assert session.fake_from_real(nn.Parameter(torch.randn(2))).grad is None
 
 
+def _train_with_scheduler(make_optimizer, period, steps, compiled):
+    """`steps` training steps, each followed by a cosine LR scheduler's step; the model and
+    the step function."""
+    torch.manual_seed(0)
+    model = _model()
+    opt = make_optimizer(model.parameters())
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=period)
+    step = _step_of(model, opt)
+    fn = dynvm.compile(step) if compiled else step
+    for _ in range(steps):
+        fn()
+        sched.step()
+    return model, step
+
+
 def test_lr_scheduler_with_a_tensor_learning_rate_traces_once():
     # A scheduler wraps optimizer.step (a weak reference to the optimizer, the step bound
     # with function.__get__); with the rate a tensor, as torch.compile also asks, the new
     # rate each step is data, not a constant: no retrace.
-    def train(compiled):
-        torch.manual_seed(0)
-        model = _model()
-        opt = torch.optim.AdamW(model.parameters(), lr=torch.tensor(0.01), foreach=False)
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
-        step = _step_of(model, opt)
-        fn = dynvm.compile(step) if compiled else step
-        for _ in range(8):
-            fn()
-            sched.step()
-        return model, step
+    def adamw(params):
+        return torch.optim.AdamW(params, lr=torch.tensor(0.01), foreach=False)
 
-    want, _ = train(False)
-    got, step = train(True)
-    assert dynvm.counters["recompiles"] <= 1  # the first step creates the optimizer state
+    want, _ = _train_with_scheduler(adamw, 10, 8, compiled=False)
+    got, step = _train_with_scheduler(adamw, 10, 8, compiled=True)
+    # The first step creates the optimizer state, and the first zero_grad() torch's lazy
+    # wrapper that disables Dynamo for it: each invalidates one variant, once.
+    assert dynvm.counters["recompiles"] <= 2
     for w, g in zip(want.parameters(), got.parameters()):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
     report = dynvm.explain(step)()
     assert [b for b in report.break_reasons if "backward" not in b.reason] == []
     assert report.graph_count == 2
+
+
+def test_a_float_learning_rate_that_changes_every_step_stops_recompiling():
+    # A scheduler over a float rate sets a new one on every step. After its second change
+    # the rate is read as an opaque float: the optimizer's update breaks there and runs
+    # eagerly, while the rest of the step stays compiled; before, every new rate was a new
+    # constant, and past the cache limit the whole step ran eagerly.
+    def sgd(params):
+        return torch.optim.SGD(params, lr=0.05, momentum=0.9)
+
+    want, _ = _train_with_scheduler(sgd, 20, 14, compiled=False)
+    dynvm.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the cache-limit warning
+        got, _ = _train_with_scheduler(sgd, 20, 14, compiled=True)
+    # Recompiles: the optimizer state made by the first step, zero_grad's lazy wrapper, and
+    # the rate's first two changes; none in the ten steps after.
+    assert dynvm.counters["recompiles"] <= 4 and dynvm.counters["eager_calls"] == 0
+    for w, g in zip(want.parameters(), got.parameters()):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
 
 
 def test_weak_reference_call_and_function_get():

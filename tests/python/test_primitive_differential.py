@@ -57,6 +57,9 @@ CASES = {
     "aten::div.Tensor": (2, lambda a, b: a / b),
     "aten::div.Scalar": (1, lambda a: (a / 4, a / 0.5)),
     "aten::pow.Tensor_Scalar": (1, lambda a: (a ** 2, a ** 3, a.abs() ** 0.5)),
+    # (Integer results stay ATen calls: the operator is primitive for floating results.)
+    "aten::pow.Scalar": (1, lambda a: (0.9 ** a.float(), 2.0 ** a) if a.is_floating_point()
+                         else 0.9 ** a.float()),
     "aten::maximum": (2, torch.maximum),
     "aten::minimum": (2, torch.minimum),
     "aten::eq.Tensor": (2, lambda a, b: a == b),

@@ -176,7 +176,10 @@ def _foreach_per_tensor(fn, args, kwargs):
     op = name[len("_foreach_"):]
     inplace = op.endswith("_")
     lists = [a for a in args if isinstance(a, (list, tuple))]
-    if not lists or not hasattr(torch.Tensor, op):
+    # An in-place op without a tensor method (_foreach_maximum_): the operator's result
+    # copied into the first tensor.
+    copied = inplace and not hasattr(torch.Tensor, op) and hasattr(torch, op[:-1])
+    if not lists or not (hasattr(torch.Tensor, op) or copied):
         return None
     count = len(lists[0])
     # addcdiv/addcmul take their multiplier (keyword `value=` of the tensor method) as a
@@ -197,6 +200,9 @@ def _foreach_per_tensor(fn, args, kwargs):
                 keywords["value"] = multiplier[i] if isinstance(multiplier, (list, tuple)) or \
                     _is_tensor(multiplier) else multiplier
             first = next(a for a in each if _is_tensor(a))
+            if copied:
+                first.copy_(getattr(torch, op[:-1])(*each, **keywords))
+                continue
             if inplace or _is_tensor(each[0]):
                 method = getattr(first, op)
                 rest = each[1:] if each[0] is first else each

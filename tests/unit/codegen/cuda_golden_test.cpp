@@ -43,7 +43,8 @@ std::vector<Golden> lower_goldens() {
     REQUIRE(kernel);
     REQUIRE(run_loop_passes(*kernel, cuda_loop_passes()));
     g.loop_ir = to_text(*kernel);
-    Expected<CudaKernelSource> cuda = lower_loops_to_cuda(*kernel);
+    Expected<CudaKernelSource> cuda =
+        lower_loops_to_cuda(*kernel, {}, CudaBufferUse{cuda_value_buffers(*group), {}});
     REQUIRE(cuda);
     g.cuda = std::move(*cuda);
     goldens.push_back(std::move(g));
@@ -137,6 +138,20 @@ TEST_CASE("CUDA schedules: the block a tuner asks for, and the candidates", "[co
 }
 
 #ifdef DYNVM_TEST_EXPECT_NVRTC
+// An output written in place into an input (graph/in_place_outputs.h): both pointers may
+// alias, so neither is __restrict__; the other buffers keep it. A buffer passed by value
+// must be a one-element input.
+TEST_CASE("CUDA buffers that may alias are not restrict", "[codegen][cuda]") {
+  LoopKernel kernel = golden_kernel("cpu_scalar_by_value");  // p, g, s, out0
+  Expected<CudaKernelSource> cuda = lower_loops_to_cuda(kernel, {}, CudaBufferUse{{2}, {0, 3}});
+  REQUIRE(cuda);
+  INFO(cuda->source);
+  CHECK(cuda->source.find("(const float* p, const float* __restrict__ g, const float s_value, "
+                          "float* out0)") != std::string::npos);
+  CHECK_FALSE(lower_loops_to_cuda(kernel, {}, CudaBufferUse{{0}, {}}));  // p has 4096
+  CHECK_FALSE(lower_loops_to_cuda(kernel, {}, CudaBufferUse{{3}, {}}));  // an output
+}
+
 // CI has the toolkit but no GPU: NVRTC compiling each golden kernel for the H200's
 // architecture is what shows the generated C++ is valid CUDA.
 TEST_CASE("CUDA golden kernels compile with NVRTC for sm_90", "[codegen][cuda][nvrtc]") {

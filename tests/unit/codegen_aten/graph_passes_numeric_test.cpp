@@ -2,6 +2,7 @@
 // compute what the original computes (through the eager backend), and every value a
 // decomposition creates must have the dtype and sizes its metadata claims.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -439,6 +440,14 @@ graph(%x: f32[4] cpu, %y: f64[4] cpu):
   %f: f32[2, 2] cpu = aten::fill_.Scalar(%q, 0.5)
   return (%r, %t, %p)
 )");
+  // Out variants of primitives (AMSGrad's maximum, Adamax's amax), one written in place.
+  check_functionalization(R"(
+graph(%a: f32[4] cpu, %m: f32[4] cpu, %x: f32[3, 4] cpu, %n: f32[4] cpu):
+  %0: f32[4] cpu = aten::maximum.out(%m, %a, out=%m)
+  %1: f32[4] cpu = aten::amax.out(%x, [0], False, out=%n)
+  %2: f32[4] cpu = aten::mul.Tensor(%m, %n)
+  return (%2, %0)
+)");
   // An operand that is the written tensor itself, through an in-place result (x.mul_(y)
   // with y = x.add_(1)): read and written at the same elements, so still functionalized.
   check_functionalization(R"(
@@ -448,6 +457,47 @@ graph(%x: f32[4] cpu):
   %e: f32[4] cpu = aten::exp(%x)
   return (%e)
 )");
+}
+
+// An optimizer step writes a leaf parameter that requires grad under no_grad: eager
+// accepts that, and the write-back into it must run under no_grad too (with grad mode on,
+// ATen refuses an in-place write into such a leaf).
+TEST_CASE("writes under no_grad become functional and are written back under no_grad",
+          "[graph_passes]") {
+  graph::Graph original = parse(R"(
+graph(%p: f32[4, 3] cpu grad, %g: f32[4, 3] cpu, %m: f32[4, 3] cpu):
+  dynvm::set_grad_enabled(False)
+  %0: f32[4, 3] cpu = aten::mul_.Scalar(%m, 0.9)
+  %1: f32[4, 3] cpu = aten::add_.Tensor(%0, %g, alpha=1)
+  %2: f32[4, 3] cpu grad = aten::add_.Tensor(%p, %1, alpha=-0.1)
+  dynvm::set_grad_enabled(True)
+  %3: f32[4, 3] cpu = aten::mul.Tensor(%g, 2)
+  return (%3)
+)");
+  graph::Graph functional = after_passes(original, {"functionalize", "dce"});
+  INFO(graph::to_text(functional));
+  for (const graph::Node* node : functional.nodes()) {
+    CHECK((node->op() == "aten::copy_" || node->op().find("_.") == std::string::npos));
+  }
+  std::vector<at::Tensor> inputs = random_inputs(original);
+  auto leaf_inputs = [&] {
+    std::vector<at::Tensor> copies = clones(inputs);
+    copies[0].requires_grad_(true);
+    return copies;
+  };
+  at::AutoGradMode grad_on(true);
+  std::vector<at::Tensor> eager_inputs = leaf_inputs();
+  std::vector<at::Tensor> functional_inputs = leaf_inputs();
+  std::vector<at::Tensor> expected = build(original)->run(eager_inputs);
+  std::vector<at::Tensor> actual = build(functional)->run(functional_inputs);
+  REQUIRE(expected.size() == actual.size());
+  CHECK(close(expected[0], actual[0]));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    CHECK(close(eager_inputs[i].detach(), functional_inputs[i].detach()));
+  }
+  CHECK(functional_inputs[0].is_leaf());
+  CHECK(functional_inputs[0].requires_grad());
+  CHECK(at::GradMode::is_enabled());
 }
 
 TEST_CASE("training batch_norm: functional running statistics, then primitives", "[graph_passes]") {

@@ -16,6 +16,7 @@
 #include "cpu_test_util.h"
 #include "dynvm/codegen/aten_executor.h"
 #include "dynvm/codegen/compiled_graph.h"
+#include "dynvm/graph/fusion_pipeline.h"
 #include "dynvm/graph/graph_printer.h"
 #include "dynvm/graph/memory_planning.h"
 
@@ -353,6 +354,74 @@ graph(%x: f32[4, 16] cpu):
   REQUIRE(groups->planned.size() == 2);
   CHECK(groups->planned[0].begin == groups->planned[1].begin);  // one slot
   CHECK(at::allclose(out[0], (x * 2) + (x * 2 + 1)));
+}
+
+// An optimizer-like update: the momentum buffer and the parameter are written back, each
+// by the group that computes it (graph/in_place_outputs.h).
+constexpr const char* kUpdate = R"(
+graph(%p: f32[64, 32] cpu, %g: f32[64, 32] cpu, %m: f32[64, 32] cpu):
+  %0: f32[64, 32] cpu = aten::mul_.Scalar(%m, 0.9)
+  %1: f32[64, 32] cpu = aten::add_.Tensor(%0, %g, alpha=1)
+  %2: f32[64, 32] cpu = aten::add_.Tensor(%p, %1, alpha=-0.1)
+  %3: f32[64, 32] cpu = aten::mul.Tensor(%g, %g)
+  return (%3)
+)";
+
+TEST_CASE("planned memory: a group output written back into an input is stored in it",
+          "[codegen_cpu][planned_memory]") {
+  graph::Graph graph = parse(kUpdate);
+  Expected<graph::FusionProgram> program = graph::lower_for_fusion(parse(kUpdate));
+  REQUIRE(program);
+  INFO(graph::to_text(*program));
+  // No buffer for the two written-back outputs: they are the inputs.
+  REQUIRE(program->memory.buffers.size() == 0);
+  // The executor hands each group the inputs themselves as those outputs.
+  std::vector<std::unique_ptr<AtenExecutor>> groups;
+  std::vector<AtenExecutor::GroupRunner> runners;
+  std::vector<AtenExecutor::GroupIntoRunner> into;
+  size_t in_place = 0;
+  for (const graph::Graph& group : program->groups) {
+    auto built = AtenExecutor::build(group);
+    REQUIRE(built);
+    AtenExecutor* run_group = built->get();
+    groups.push_back(std::move(built).value());
+    runners.emplace_back(
+        [run_group](const std::vector<at::Tensor>& in) { return run_group->run(in); });
+    into.emplace_back([run_group, &in_place](const std::vector<at::Tensor>& in,
+                                             const std::vector<at::Tensor>& out) {
+      std::vector<at::Tensor> values = run_group->run(in);
+      for (size_t i = 0; i < out.size(); ++i) {
+        in_place += static_cast<size_t>(std::count_if(
+            in.begin(), in.end(), [&](const at::Tensor& t) { return t.is_same(out[i]); }));
+        out[i].copy_(values[i]);
+      }
+    });
+  }
+  auto executor = AtenExecutor::build(program->outer, runners, into, program->memory);
+  REQUIRE(executor);
+  std::unique_ptr<CompiledGraph> eager = compile(graph, "eager");
+  std::unique_ptr<CompiledGraph> fused = compile(graph, "dynvm");
+  REQUIRE(fused->kernel_count() == program->groups.size());
+  for (int64_t run = 0; run < 3; ++run) {
+    std::vector<at::Tensor> inputs = random_inputs(graph, 10 * run);
+    std::vector<at::Tensor> expected_inputs = {inputs[0].clone(), inputs[1].clone(),
+                                               inputs[2].clone()};
+    std::vector<at::Tensor> expected = eager->run(expected_inputs);
+    for (CompiledGraph* compiled : {fused.get(), static_cast<CompiledGraph*>(nullptr)}) {
+      std::vector<at::Tensor> actual_inputs = {inputs[0].clone(), inputs[1].clone(),
+                                               inputs[2].clone()};
+      std::vector<const void*> addresses;
+      for (const at::Tensor& t : actual_inputs) addresses.push_back(t.data_ptr());
+      std::vector<at::Tensor> actual =
+          compiled != nullptr ? compiled->run(actual_inputs) : (*executor)->run(actual_inputs);
+      check_close(actual, expected);
+      check_close(actual_inputs, expected_inputs);
+      for (size_t i = 0; i < actual_inputs.size(); ++i)
+        CHECK(actual_inputs[i].data_ptr() == addresses[i]);
+    }
+  }
+  CHECK(in_place == 2 * 3);  // %p and %m, on each of the three runs
+  CHECK(fused->arena_bytes() == 0);
 }
 
 }  // namespace

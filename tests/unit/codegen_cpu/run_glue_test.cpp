@@ -16,6 +16,7 @@
 #include "dynvm/codegen/glue_ir.h"
 #include "dynvm/codegen/glue_jit.h"
 #include "dynvm/codegen/run_glue.h"
+#include "dynvm/graph/graph_printer.h"
 
 namespace dynvm::codegen {
 namespace {
@@ -144,6 +145,42 @@ TEST_CASE("run glue: kernels, ATen calls and planned memory give CompiledGraph::
       CHECK(listing.find("call run_kernel(") != std::string::npos);
       CHECK(listing.find("= call fused_") == std::string::npos);
     }
+  }
+}
+
+TEST_CASE("run glue: groups write the inputs they update in place", "[codegen_cpu][run_glue]") {
+  graph::Graph graph = parse(R"(
+graph(%p: f32[64, 32] cpu, %g: f32[64, 32] cpu, %m: f32[64, 32] cpu):
+  %0: f32[64, 32] cpu = aten::mul_.Scalar(%m, 0.9)
+  %1: f32[64, 32] cpu = aten::add_.Tensor(%0, %g, alpha=1)
+  %2: f32[64, 32] cpu = aten::add_.Tensor(%p, %1, alpha=-0.1)
+  return (%1)
+)");
+  std::unique_ptr<CompiledGraph> fused = compile(graph, "dynvm");
+  std::unique_ptr<CompiledGraph> eager = compile(graph, "eager");
+  INFO(graph::to_text(*fused->outer_graph()));
+  REQUIRE(graph::to_text(*fused->outer_graph()).find("into=[") != std::string::npos);
+  GlueProgram program = run_program(*fused, graph.inputs().size());
+  Expected<CompiledGlue> compiled = compile_glue(program);
+  REQUIRE(compiled);
+  for (int64_t run = 0; run < 3; ++run) {
+    std::vector<at::Tensor> inputs = inputs_for(graph, 10 * run);
+    std::vector<at::Tensor> expected_inputs;
+    std::vector<at::Tensor> glue_inputs;
+    for (const at::Tensor& t : inputs) {
+      expected_inputs.push_back(t.clone());
+      glue_inputs.push_back(t.clone());
+    }
+    const void* p_data = glue_inputs[0].data_ptr();
+    std::vector<at::Tensor> expected = eager->run(expected_inputs);
+    GlueRun result =
+        run_glue(compiled->function, glue_inputs, static_cast<size_t>(program.slot_count));
+    REQUIRE(result.code == kGluePassed);
+    check_close(result.outputs, expected);
+    check_close(glue_inputs, expected_inputs);
+    CHECK(glue_inputs[0].data_ptr() == p_data);
+    // The returned value is the momentum buffer itself, as in eager.
+    CHECK(result.outputs[0].is_alias_of(glue_inputs[2]));
   }
 }
 

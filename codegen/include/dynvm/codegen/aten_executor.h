@@ -36,10 +36,6 @@ struct AliasFallback {
 // Whether an input listed in `mutated` shares storage with another of `inputs`.
 bool inputs_overlap(const std::vector<at::Tensor>& inputs, const std::vector<size_t>& mutated);
 
-// The pseudo-operator `dynvm::set_grad_enabled(bool)`: no outputs; switches at::GradMode
-// for the nodes after it.
-inline constexpr std::string_view kSetGradEnabledOp = "dynvm::set_grad_enabled";
-
 // Runs a captured graph on real tensors, calling every operator from the top of the
 // dispatcher (autograd included), so results, in-place mutations of inputs, view aliasing
 // and gradients are those of eager PyTorch. All name lookups and literal conversions
@@ -50,7 +46,9 @@ class AtenExecutor {
   // its output tensors out.
   using GroupRunner = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
   // Runs one fused group into the tensors given, one per group output with exactly the
-  // dtype, sizes and strides of the graph value and overlapping no input.
+  // dtype, sizes and strides of the graph value and overlapping no input, except an output
+  // the outer graph marks as written into an input (graph/in_place_outputs.h): that input
+  // itself, which the group reads element by element where it stores.
   using GroupIntoRunner =
       std::function<void(const std::vector<at::Tensor>&, const std::vector<at::Tensor>&)>;
 

@@ -28,6 +28,9 @@ struct CudaCompileOptions {
   // (cuda_schedule_candidates), time them all on the first run's buffers and keep the
   // fastest; the choice is stored in the disk cache, so a later process compiles only it.
   bool autotune = false;
+  // Group outputs written in place into group inputs (graph/in_place_outputs.h), as
+  // (output, input) indices: their pointers may alias, so they are not __restrict__.
+  std::vector<std::pair<size_t, size_t>> in_place;
 };
 
 // One schedule of a kernel, compiled and loaded.
@@ -74,9 +77,15 @@ class CudaKernel final : public FusedKernel {
   // Times every candidate on `pointers` (the first run's buffers) and keeps the fastest.
   void tune(const std::vector<void*>& pointers, const c10::Stream& stream) const;
 
+  // Whether input `i` is a CPU scalar tensor the kernel takes by value.
+  bool by_value(size_t i) const { return i < by_value_.size() && by_value_[i]; }
+
   LoopKernel kernel_;
   mutable CudaCompiledSchedule schedule_;  // the one launched (the tuned one, once chosen)
   int device_ = 0;
+  // By input: a CPU scalar tensor (0-dim), passed by value as ATen passes CPU scalars to
+  // its CUDA kernels (an optimizer's step count next to CUDA parameters).
+  std::vector<bool> by_value_;
   bool cache_hit_ = false;
   // Autotuning: the schedules still to time (the first is the lowering's own), what was
   // decided, and where the decision is stored.

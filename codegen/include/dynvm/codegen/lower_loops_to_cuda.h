@@ -78,11 +78,27 @@ struct CudaSchedule {
   int block_threads = 0;  // threads per block, a multiple of 32 up to 1024; 0: the lowering's
 };
 
+// How the caller passes some buffers (indices into the kernel's buffers).
+struct CudaBufferUse {
+  // One-element inputs passed by value, as the storage type itself: a CPU scalar tensor,
+  // as ATen's CUDA kernels take CPU scalars (an optimizer's step count).
+  std::vector<int> by_value;
+  // Buffers that may share memory with another (an output written in place into an
+  // input: graph/in_place_outputs.h): their pointers are not __restrict__.
+  std::vector<int> may_alias;
+};
+
 // The kernel's parameters are its buffers in order (temps last, as declared), each a
-// pointer to the buffer's storage type (f16 and bf16 as 16-bit integers, bool as bool).
-// An op or shape the lowering cannot express is an Error.
+// pointer to the buffer's storage type (f16 and bf16 as 16-bit integers, bool as bool),
+// except those `use` passes by value. An op or shape the lowering cannot express is an
+// Error.
 Expected<CudaKernelSource> lower_loops_to_cuda(const LoopKernel& kernel,
-                                               const CudaSchedule& schedule = {});
+                                               const CudaSchedule& schedule = {},
+                                               const CudaBufferUse& use = {});
+
+// The inputs of a CUDA group that are CPU scalar tensors (0-dim), by index (buffer i is
+// input i): what lower_loops_to_cuda takes by value.
+std::vector<int> cuda_value_buffers(const graph::Graph& group);
 
 // The schedules worth timing against `chosen` (the lowering's own launch): half and twice
 // its block, where those are 32 to 1024 threads and the work fills them. Not `chosen`'s.

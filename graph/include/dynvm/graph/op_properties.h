@@ -13,6 +13,11 @@
 
 namespace dynvm::graph {
 
+// dynvm's grad-mode switch, `dynvm::set_grad_enabled(bool)`: no inputs or outputs; the
+// nodes after it run with at::GradMode set to its argument (the trace records one where
+// the program entered or left no_grad / enable_grad).
+inline constexpr std::string_view kSetGradEnabledOp = "dynvm::set_grad_enabled";
+
 // "aten::add_.Tensor" → {"aten", "add_", "Tensor"}; the overload is empty when absent.
 struct OpName {
   std::string_view ns;

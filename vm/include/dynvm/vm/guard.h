@@ -187,6 +187,10 @@ class GuardSet {
   // Autocast is on or off, per device type, as it is now.
   size_t add_autocast();
 
+  // Adds every guard of `other` (sources interned here; DUPLICATE_INPUT, which names a graph
+  // input of `other`'s trace, is left out). An Error when a source cannot be read.
+  Expected<size_t> merge(const GuardSet& other);
+
   const std::vector<Guard>& guards() const { return guards_; }
   const Guard& operator[](size_t index) const { return guards_[index]; }
   size_t size() const { return guards_.size(); }
