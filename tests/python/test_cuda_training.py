@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 import dynvm
+from conftest import in_place_ops
 
 NODE = "CompiledGraphBackward"
 
@@ -92,6 +93,10 @@ def test_cuda_whole_step_traces_the_foreach_optimizer(optimizer):
         torch.testing.assert_close(compiled(), eager(), rtol=1e-4, atol=1e-6)
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6)
+    # Later steps run the traced update fused (CPU scalar step sizes passed to the CUDA
+    # kernels by value): none of eager's in-place operators runs.
+    eager_ops = in_place_ops(eager)
+    assert eager_ops and not eager_ops & in_place_ops(compiled), eager_ops
     report = dynvm.explain(traced)()
     assert not [b for b in report.break_reasons if "torch/optim" in str(b)], report.break_reasons
     assert not [op for ops in report.ops_per_graph for op in ops if "_foreach_" in op]

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import dynvm
-from conftest import needs_codegen
+from conftest import in_place_ops, needs_codegen
 
 pytestmark = needs_codegen
 
@@ -76,19 +76,6 @@ def _train(make_optimizer, foreach, compiled, steps=6):
     return losses, model, opt, fn
 
 
-def _in_place_ops(fn):
-    """The in-place ATen operators `fn()` calls itself (not those inside other operators,
-    such as the index_put_ of a functional index_put), write-backs (copy_) left out."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        fn()
-    def called_by_an_operator(e):
-        return e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::")
-
-    return {e.name for e in prof.events()
-            if e.name.startswith("aten::") and e.name.endswith("_") and e.name != "aten::copy_"
-            and not called_by_an_operator(e)}
-
-
 @pytest.mark.parametrize("foreach", [False, True], ids=["for-loop", "foreach"])
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_compiled_step_matches_eager_and_traces_the_optimizer(name, foreach):
@@ -110,9 +97,9 @@ def test_compiled_step_matches_eager_and_traces_the_optimizer(name, foreach):
     # guarded on the state, so the second step traces the update and later steps run it
     # fused: none of the in-place operators eager's update calls runs.
     assert dynvm.counters["recompiles"] <= 2 and dynvm.counters["eager_calls"] == 0
-    eager_ops = _in_place_ops(want_opt.step)
+    eager_ops = in_place_ops(want_opt.step)
     assert eager_ops, "eager's update calls in-place operators"
-    assert not eager_ops & _in_place_ops(compiled), eager_ops
+    assert not eager_ops & in_place_ops(compiled), eager_ops
     # The optimizer's own code was traced (no break inside torch.optim), into graphs that
     # update every parameter.
     report = dynvm.explain(compiled)()
