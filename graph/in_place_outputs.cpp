@@ -37,19 +37,30 @@ bool depends_on(const Value* to, const Value* from) {
   return false;
 }
 
-// Whether group `g` may store its output `output` over its input `input`: every read of
-// the input is at the element the output stores (pointwise operators of the output's
-// sizes, no view), and the output depends on it.
+// Whether group `g` may store its output `output` over its input `input`: every value
+// computed from the input, directly or not, is computed by pointwise operators of the
+// output's sizes (no view remaps an index on the way: each element of the input is read
+// only where the output stores it), and the output depends on it.
 bool reads_in_step(const Graph& g, size_t input, size_t output) {
   const Value* in = g.inputs()[input];
   const Value* out = g.outputs()[output];
   const TensorMeta* out_meta = out->meta();
   if (out_meta == nullptr) return false;
-  for (const Node* user : in->users()) {
-    if (primitive_kind(*user) != PrimitiveKind::Pointwise) return false;
-    for (const Value* result : user->outputs()) {
-      const TensorMeta* meta = result->meta();
-      if (meta == nullptr || meta->sizes != out_meta->sizes) return false;
+  std::vector<const Value*> stack = {in};
+  std::vector<bool> seen(g.num_values(), false);
+  while (!stack.empty()) {
+    const Value* v = stack.back();
+    stack.pop_back();
+    for (const Node* user : v->users()) {
+      if (primitive_kind(*user) != PrimitiveKind::Pointwise) return false;
+      for (const Value* result : user->outputs()) {
+        const TensorMeta* meta = result->meta();
+        if (meta == nullptr || meta->sizes != out_meta->sizes) return false;
+        if (result->id() < seen.size() && !seen[result->id()]) {
+          seen[result->id()] = true;
+          stack.push_back(result);
+        }
+      }
     }
   }
   return depends_on(out, in);

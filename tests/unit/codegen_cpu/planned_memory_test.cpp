@@ -424,5 +424,30 @@ TEST_CASE("planned memory: a group output written back into an input is stored i
   CHECK(fused->arena_bytes() == 0);
 }
 
+// The group reads %x transposed through a view of a value computed from it: stored in
+// place, its new %x would overwrite elements still to be read. It must keep its buffer
+// (regression: the first version looked at the input's direct readers only).
+TEST_CASE("planned memory: an input read through a view is not written in place",
+          "[codegen_cpu][planned_memory]") {
+  graph::Graph graph = parse(R"(
+graph(%x: f32[8, 8] cpu, %y: f32[8, 8] cpu, %w: f32[8, 8] cpu):
+  %0: f32[8, 8] cpu = aten::add_.Tensor(%x, %y, alpha=1)
+  %1: f32[8, 8]{1, 8} cpu = aten::t(%0)
+  %2: f32[8, 8]{1, 8} cpu = aten::mul.Scalar(%1, 2)
+  %3: f32[8, 8] cpu = aten::add.Tensor(%2, %w, alpha=1)
+  return (%3)
+)");
+  std::unique_ptr<CompiledGraph> fused = compile(graph, "dynvm");
+  std::unique_ptr<CompiledGraph> eager = compile(graph, "eager");
+  REQUIRE(fused->kernel_count() == 1);
+  CHECK(graph::to_text(*fused->outer_graph()).find("into=") == std::string::npos);
+  std::vector<at::Tensor> inputs = random_inputs(graph, 5);
+  std::vector<at::Tensor> expected_inputs = {inputs[0].clone(), inputs[1].clone(),
+                                             inputs[2].clone()};
+  std::vector<at::Tensor> expected = eager->run(expected_inputs);
+  check_close(fused->run(inputs), expected);
+  check_close(inputs, expected_inputs);
+}
+
 }  // namespace
 }  // namespace dynvm::codegen

@@ -22,10 +22,10 @@ inline constexpr std::string_view kIntoKeyword = "into";
 // written into the input its write-back `aten::copy_(%input, %output)` copies it to. That
 // write-back then copies the input onto itself, which ATen skips. An output qualifies when:
 // - the write-back is its only use, and it has the input's dtype, sizes, strides and device;
-// - its group is pointwise, takes the input as an argument and reads it only through
-//   pointwise operators of the output's sizes (each element is read where the output
-//   stores it), and the output depends on it (the load comes before the store, also for
-//   a compiler that takes the buffers for apart);
+// - its group is pointwise and takes the input as an argument; everything the group
+//   computes from it, directly or not, comes from pointwise operators of the output's
+//   sizes (no view on the way: each element is read only where the output stores it);
+//   and the output depends on it (the load comes before the store);
 // - no other argument of the group call is the input or a view of it, and no node
 //   between the group call and the write-back reads the input or a view of it (they
 //   must see its old contents).
