@@ -975,6 +975,17 @@ bool reads_any_layout(const Node& user) {
   return user.op() == "aten::slice_scatter" || user.op() == "aten::select_scatter";
 }
 
+// max_pool2d_with_indices whose indices nothing reads, in inference: the max_pool2d
+// primitive, which fused kernels compute without writing indices. Under autograd the
+// backward needs the indices the forward gives (graph/autodiff.h).
+bool max_pool_without_indices(Rewrite& r) {
+  if (r.node.num_outputs() != 2 || r.output_used(1) || r.out_meta(0).requires_grad) return false;
+  std::vector<Argument> args(r.node.args().begin(), r.node.args().end());
+  if (!max_pool_window(args, r.node.kwargs())) return false;
+  r.results[0] = r.b.primitive("aten::max_pool2d", std::move(args), r.node.kwargs());
+  return true;
+}
+
 // clone, contiguous, alias, detach: the value itself, unless the caller receives the
 // result and could tell (then it must stay a tensor of its own): returning a private
 // temporary instead of its copy is fine.
@@ -1109,6 +1120,7 @@ using Decomposition = bool (*)(Rewrite&);
   X("aten::baddbmm", baddbmm)                                             \
   X("aten::native_dropout", native_dropout)                               \
   X("aten::linear", linear)                                               \
+  X("aten::max_pool2d_with_indices", max_pool_without_indices)            \
   X("aten::clone", identity_unless_returned)                              \
   X("aten::contiguous", identity_unless_returned)                         \
   X("aten::alias", identity_unless_returned)                              \

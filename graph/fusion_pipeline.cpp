@@ -11,12 +11,14 @@
 
 namespace dynvm::graph {
 
-std::vector<std::string> fusion_pipeline_passes() {
-  return {"functionalize", "attention", "decompose", "cse", "dce"};
+std::vector<std::string> fusion_pipeline_passes(const FusionOptions& fusion) {
+  if (!fusion.channels_last) return {"functionalize", "attention", "decompose", "cse", "dce"};
+  return {"functionalize", "attention", "decompose", "channels_last", "cse", "dce"};
 }
 
-Expected<FusionProgram> lower_for_fusion(Graph graph, const PassRunOptions& options) {
-  auto timings = run_passes(graph, fusion_pipeline_passes(), options);
+Expected<FusionProgram> lower_for_fusion(Graph graph, const PassRunOptions& options,
+                                         const FusionOptions& fusion) {
+  auto timings = run_passes(graph, fusion_pipeline_passes(fusion), options);
   if (!timings) return timings.error();
   FusionProgram program;
   program.timings = std::move(timings).value();

@@ -224,6 +224,11 @@ void Graph::replace_all_uses_with(Value* from, Value* to) {
   }
 }
 
+void Graph::replace_uses_in(Node* user, Value* from, Value* to) {
+  DYNVM_GRAPH_CHECK(owns(user) && owns(from) && owns(to), "replace_uses_in: another graph's");
+  if (from != to) user->replace_input(from, to);
+}
+
 Value* Graph::value(size_t id) const {
   DYNVM_GRAPH_CHECK(id < values_.size(), "value id out of range");
   return values_[id].get();

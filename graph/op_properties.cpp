@@ -70,6 +70,16 @@ enum OpFlag : uint8_t {
   /* the kernel ATen picks at run time (flash, memory-efficient, math) decides the */  \
   /* result's strides. */                                                               \
   X("aten::scaled_dot_product_attention", kRandom | kRunTimeLayout)                    \
+  /* Convolution and pooling: the result's memory format follows the input's suggested */ \
+  /* one and the backend chosen when they run (graph/channels_last.h). */               \
+  X("aten::convolution", kRunTimeLayout)                                               \
+  X("aten::conv2d", kRunTimeLayout)                                                    \
+  X("aten::max_pool2d", kRunTimeLayout)                                                \
+  X("aten::max_pool2d_with_indices", kRunTimeLayout)                                   \
+  X("aten::avg_pool2d", kRunTimeLayout)                                                \
+  X("aten::adaptive_avg_pool2d", kRunTimeLayout)                                       \
+  X("aten::_adaptive_avg_pool2d", kRunTimeLayout)                                      \
+  X("aten::adaptive_max_pool2d", kRunTimeLayout)                                       \
   /* Mutating without the naming rules showing it: running statistics, observers. */   \
   X("aten::batch_norm", kMutates)                                                      \
   X("aten::native_batch_norm", kMutates)                                               \

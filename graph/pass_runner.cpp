@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "dynvm/graph/attention_rewrite.h"
+#include "dynvm/graph/channels_last.h"
 #include "dynvm/graph/check.h"
 #include "dynvm/graph/common_subexpression_elimination.h"
 #include "dynvm/graph/dead_code_elimination.h"
@@ -24,7 +25,8 @@ namespace {
   X("cse", common_subexpression_elimination) \
   X("functionalize", functionalize)          \
   X("attention", rewrite_attention)          \
-  X("decompose", decompose)
+  X("decompose", decompose)                  \
+  X("channels_last", use_channels_last)
 
 using PassFunction = void (*)(Graph&);
 

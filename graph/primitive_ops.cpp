@@ -83,7 +83,8 @@ enum class DTypeRule : uint8_t {
   X("aten::t", View, View)                         \
   X("aten::transpose.int", View, View)             \
   X("aten::slice.Tensor", View, View)              \
-  X("aten::select.int", View, View)
+  X("aten::select.int", View, View)                \
+  X("aten::max_pool2d", Window, Keep)
 
 struct PrimitiveEntry {
   std::string_view op;
@@ -460,6 +461,9 @@ PrimitiveKind primitive_kind(const Node& node) {
       return PrimitiveKind::Extern;
     }
   }
+  if (kind == PrimitiveKind::Window && !max_pool_window(node.args(), node.kwargs())) {
+    return PrimitiveKind::Extern;
+  }
   if (node.op() == "aten::pow.Scalar") {
     // A number to a tensor power: kernels compute it in floating point only (ATen's
     // integer powers are exact, and refuse negative exponents).
@@ -479,6 +483,8 @@ std::string_view primitive_kind_name(PrimitiveKind kind) {
       return "reduction";
     case PrimitiveKind::View:
       return "view";
+    case PrimitiveKind::Window:
+      return "window";
   }
   return "?";
 }
@@ -500,10 +506,73 @@ Expected<TensorMeta> infer_primitive_meta(std::string_view op, const std::vector
       return reduction_meta(*entry, args, kwargs);
     case PrimitiveKind::View:
       return view_meta(op, args, kwargs);
+    case PrimitiveKind::Window: {
+      auto window = max_pool_window(args, kwargs);
+      if (!window) return fail(op, "not a max pool of dilation 1 over a floating-point tensor");
+      TensorMeta out = *args[0].as_value()->meta();
+      out.sizes = window->out_sizes;
+      out.strides = row_major_strides(out.sizes);
+      return out;
+    }
     case PrimitiveKind::Extern:
       break;
   }
   return fail(op, "not a primitive operator");
+}
+
+std::optional<PoolWindow> max_pool_window(const std::vector<Argument>& args,
+                                          const std::vector<KeywordArgument>& kwargs) {
+  const TensorMeta* in =
+      args.empty() || !is_tensor_value(args[0]) ? nullptr : args[0].as_value()->meta();
+  if (in == nullptr || (in->dim() != 3 && in->dim() != 4) || !is_floating(in->dtype)) {
+    return std::nullopt;
+  }
+  // An int list of one or two entries, or `fallback` when absent or empty.
+  auto pair =
+      [&](size_t index, std::string_view name,
+          std::optional<std::vector<int64_t>> fallback) -> std::optional<std::vector<int64_t>> {
+    const Argument* a = argument(args, kwargs, index, name);
+    if (a == nullptr || a->is_none()) return fallback;
+    auto list = int_list(*a);
+    if (!list || list->size() > 2) return std::nullopt;
+    if (list->empty()) return fallback;
+    if (list->size() == 1) list->push_back(list->front());
+    return list;
+  };
+  auto kernel = pair(1, "kernel_size", std::nullopt);
+  if (!kernel) return std::nullopt;
+  auto stride = pair(2, "stride", kernel);
+  auto padding = pair(3, "padding", std::vector<int64_t>{0, 0});
+  auto dilation = pair(4, "dilation", std::vector<int64_t>{1, 1});
+  const Argument* ceil = argument(args, kwargs, 5, "ceil_mode");
+  if (!stride || !padding || !dilation || (*dilation)[0] != 1 || (*dilation)[1] != 1) {
+    return std::nullopt;
+  }
+  if (ceil != nullptr && !ceil->is_none() && ceil->kind() != Argument::Kind::Bool) {
+    return std::nullopt;
+  }
+  bool ceil_mode = ceil != nullptr && !ceil->is_none() && ceil->as_bool();
+  PoolWindow w;
+  w.out_sizes = in->sizes;
+  for (size_t d = 0; d < 2; ++d) {
+    int64_t k = (*kernel)[d];
+    int64_t s = (*stride)[d];
+    int64_t p = (*padding)[d];
+    int64_t size = in->sizes[in->dim() - 2 + d];
+    if (k <= 0 || s <= 0 || p < 0 || p > k / 2) return std::nullopt;
+    // ATen's pooling_output_shape: a last window that would start in the right padding
+    // is dropped.
+    int64_t numerator = size + 2 * p - (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+    if (numerator < 0) return std::nullopt;
+    int64_t out = numerator / s + 1;
+    if (ceil_mode && (out - 1) * s >= size + p) --out;
+    if (out <= 0) return std::nullopt;
+    w.kernel[d] = k;
+    w.stride[d] = s;
+    w.padding[d] = p;
+    w.out_sizes[in->dim() - 2 + d] = out;
+  }
+  return w;
 }
 
 std::optional<std::vector<int64_t>> view_strides(const std::vector<int64_t>& old_sizes,

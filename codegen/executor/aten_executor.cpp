@@ -201,6 +201,7 @@ class PlanBuilder {
     step.outputs_begin = static_cast<uint32_t>(plan_->output_slots.size());
     bool ok = node_->op() == graph::kSetGradEnabledOp ? add_grad_mode_switch(step)
               : node_->op() == kFusedGroupOp          ? add_group_call(step, index)
+              : node_->op() == graph::kKeptCloneOp    ? add_kept_clone(step, index)
                                                       : add_operator_call(step, index);
     if (!ok) return false;
     step.args_end = static_cast<uint32_t>(plan_->arguments.size());
@@ -217,6 +218,28 @@ class PlanBuilder {
     if (node_->num_outputs() != 0)
       return fail(std::string(graph::kSetGradEnabledOp) + " has no outputs");
     step.grad_enabled = args[0].as_bool();
+    return true;
+  }
+
+  bool add_kept_clone(Step& step, int32_t index) {
+    const Argument* format = node_->kwarg("memory_format");
+    if (node_->args().size() != 1 || !node_->arg(0).is_value() ||
+        node_->arg(0).as_value()->kind() != ValueKind::Tensor || node_->num_outputs() != 1 ||
+        format == nullptr || format->kind() != Argument::Kind::MemoryFormat) {
+      return fail(std::string(graph::kKeptCloneOp) + " takes one tensor and a memory_format");
+    }
+    ArgumentSource source;
+    source.kind = SourceKind::kSlot;
+    source.slot = slot_of_[node_->arg(0).as_value()->id()];
+    if (source.slot < 0) return fail("reads an undefined value");
+    plan_->arguments.push_back(std::move(source));
+    last_use_[node_->arg(0).as_value()->id()] = index;
+    int32_t slot = new_slot();
+    slot_of_[node_->output()->id()] = slot;
+    plan_->output_slots.push_back(slot);
+    step.kept_clone = static_cast<int32_t>(plan_->kept_clones.size());
+    plan_->kept_clones.push_back(
+        std::make_shared<exec::KeptClone>(to_memory_format(format->as_memory_format())));
     return true;
   }
 
@@ -374,16 +397,15 @@ class PlanBuilder {
     step.op = std::move(op);
     step.fresh_results = memory_ != nullptr &&
                          graph::default_output_storage(*node_) == graph::OutputStorage::Planned;
-    // A result whose layout the kernel picks at run time, recorded row-major (the
-    // attention rewrite's): copied to row-major when the kernel gave another layout.
-    // Recorded otherwise (the user called the operator, the trace saw its layout), it is
-    // left as it comes.
+    // A result whose layout the kernel picks at run time (attention, convolution,
+    // pooling): delivered in the layout the graph records, which the passes may have
+    // chosen (the attention rewrite's row-major result, channels-last convolutions) and
+    // which kernels reading it were compiled for.
     if (graph::op_properties(node_->op()).run_time_layout) {
-      step.contiguous_results = true;
+      step.layouts_begin = static_cast<int32_t>(plan_->result_layouts.size());
       for (const graph::Value* out : node_->outputs()) {
-        const graph::TensorMeta* meta = out->meta();
-        step.contiguous_results =
-            step.contiguous_results && meta != nullptr && meta->has_row_major_strides();
+        plan_->result_layouts.push_back(
+            out->meta() != nullptr ? std::optional<graph::TensorMeta>(*out->meta()) : std::nullopt);
       }
     }
     plan_->max_stack = std::max({plan_->max_stack, params.size(), schema.returns().size()});

@@ -1,5 +1,7 @@
 #include "executor/aten_layout.h"
 
+#include <ATen/ops/empty_strided.h>
+
 #include "executor/aten_dtype.h"
 
 namespace dynvm::codegen {
@@ -15,6 +17,14 @@ bool has_layout(const at::Tensor& t, const graph::TensorMeta& meta) {
     if (meta.sizes[d] > 1 && t.stride(dim) != meta.strides[d]) return false;
   }
   return true;
+}
+
+at::Tensor in_layout(const at::Tensor& t, const graph::TensorMeta& meta) {
+  if (!t.defined() || has_layout(t, meta) || t.scalar_type() != to_scalar_type(meta.dtype) ||
+      t.sizes() != c10::IntArrayRef(meta.sizes)) {
+    return t;
+  }
+  return at::empty_strided(meta.sizes, meta.strides, t.options()).copy_(t);
 }
 
 }  // namespace dynvm::codegen

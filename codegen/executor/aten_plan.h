@@ -11,12 +11,15 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "dynvm/codegen/aten_executor.h"
+#include "dynvm/graph/tensor_meta.h"
 
 namespace dynvm::codegen {
 
@@ -66,9 +69,36 @@ struct Step {
   int32_t placements_begin = -1;
   // An operator whose results are fresh by the plan's rules: none may share the arena.
   bool fresh_results = false;
-  // The operator picks its result's layout when it runs (graph::OpProperties::
-  // run_time_layout) and the graph expects it row-major: another layout is copied.
-  bool contiguous_results = false;
+  // The operator picks its results' layout when it runs (graph::OpProperties::
+  // run_time_layout): a result laid out otherwise than the graph records (on a dimension
+  // longer than 1) is copied into the recorded layout. Its outputs' recorded metas are
+  // Plan::result_layouts[layouts_begin + i]; -1: results are left as they come.
+  int32_t layouts_begin = -1;
+  // graph::kKeptCloneOp: its argument's conversion comes from Plan::kept_clones[kept_clone].
+  int32_t kept_clone = -1;
+};
+
+// The state of one graph::kKeptCloneOp node: the last conversion and what it was made
+// from. Shared by the runs of a plan, which may be on several threads.
+class KeptClone {
+ public:
+  explicit KeptClone(c10::MemoryFormat format) : format_(format) {}
+  // `source` converted to the memory format: the kept copy while `source` is the tensor
+  // it was made from, with the same data pointer and version; else a new copy, kept.
+  // Under grad mode a source that requires grad is copied each time, so that autograd
+  // records the copy.
+  at::Tensor get(const at::Tensor& source);
+
+ private:
+  c10::MemoryFormat format_;
+  std::mutex mutex_;
+  // Weakly: the source's data is freed with it, while its TensorImpl's address cannot be
+  // taken by another tensor that would then look like it.
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> source_{
+      c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+  const void* data_ = nullptr;
+  int64_t version_ = -1;
+  at::Tensor converted_;
 };
 
 // Where a fused-group output goes when its group runs into given tensors: the tensor in
@@ -107,6 +137,8 @@ struct AtenExecutor::Plan {
   std::vector<exec::ArgumentSource> arguments;
   std::vector<exec::ListItem> list_items;
   std::vector<int32_t> output_slots;
+  std::vector<std::optional<graph::TensorMeta>> result_layouts;  // see Step::layouts_begin
+  std::vector<std::shared_ptr<exec::KeptClone>> kept_clones;     // see Step::kept_clone
   std::vector<int32_t> releases;
   std::vector<int32_t> input_slots;  // per graph input: its slot, -1 when never read
   std::vector<int32_t> graph_output_slots;

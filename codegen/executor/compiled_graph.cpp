@@ -26,6 +26,7 @@
 #include "dynvm/graph/op_properties.h"
 #include "dynvm/graph/pass_runner.h"
 #include "dynvm/support/log_topics.h"
+#include "executor/aten_layout.h"
 
 namespace dynvm::codegen {
 
@@ -307,6 +308,13 @@ Expected<graph::ForwardBackward> split_for_backward(const graph::Graph& graph) {
 Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph& graph,
                                                               const std::string& backend,
                                                               bool grad_enabled, bool autotune) {
+  return build_with(graph, backend, grad_enabled, autotune, /*joint_half=*/false);
+}
+
+Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build_with(const graph::Graph& graph,
+                                                                   const std::string& backend,
+                                                                   bool grad_enabled, bool autotune,
+                                                                   bool joint_half) {
   std::unique_ptr<CompiledGraph> compiled(new CompiledGraph());
   if (backend == "dynvm") {
     compiled->why_not_fused_ = graph.num_nodes() == 0 ? "" : unfusable(graph, grad_enabled);
@@ -317,10 +325,10 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
       auto started = std::chrono::steady_clock::now();
       auto split = split_for_backward(graph);
       auto split_done = std::chrono::steady_clock::now();
-      auto forward = split ? build(split.value().forward, backend, false, autotune)
+      auto forward = split ? build_with(split.value().forward, backend, false, autotune, true)
                            : Expected<std::unique_ptr<CompiledGraph>>(split.error());
       auto forward_done = std::chrono::steady_clock::now();
-      auto backward = forward ? build(split.value().backward, backend, false, autotune)
+      auto backward = forward ? build_with(split.value().backward, backend, false, autotune, true)
                               : Expected<std::unique_ptr<CompiledGraph>>(forward.error());
       if (backward) {
         auto ms = [](auto from, auto to) {
@@ -351,7 +359,9 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
       }
     }
     if (graph.num_nodes() > 0 && compiled->why_not_fused_.empty()) {
-      auto program = graph::lower_for_fusion(graph.clone());
+      graph::FusionOptions fusion;
+      fusion.channels_last = !joint_half;
+      auto program = graph::lower_for_fusion(graph.clone(), {}, fusion);
       if (!program) {
         compiled->why_not_fused_ = "the graph passes failed: " + program.error().message;
       } else {
@@ -395,7 +405,20 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build(const graph::Graph
     AtenExecutor* exec = fallback.value().get();
     compiled->fallback_groups_.push_back(std::move(fallback).value());
     kernel_of_group.push_back(nullptr);
-    runners.push_back([exec](const std::vector<at::Tensor>& in) { return exec->run(in); });
+    // Its results come in the layouts ATen picks; kernels downstream were compiled for
+    // the recorded ones (which the passes may have chosen: graph/channels_last.h).
+    std::vector<std::optional<graph::TensorMeta>> layouts;
+    for (const graph::Value* out : group.outputs()) {
+      layouts.push_back(out->meta() != nullptr ? std::optional<graph::TensorMeta>(*out->meta())
+                                               : std::nullopt);
+    }
+    runners.push_back([exec, layouts](const std::vector<at::Tensor>& in) {
+      std::vector<at::Tensor> out = exec->run(in);
+      for (size_t o = 0; o < out.size() && o < layouts.size(); ++o) {
+        if (layouts[o]) out[o] = in_layout(out[o], *layouts[o]);
+      }
+      return out;
+    });
     into_runners.emplace_back();
   }
   compiled->kernel_of_group_ = kernel_of_group;

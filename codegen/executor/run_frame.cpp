@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "executor/aten_layout.h"
 #include "executor/aten_plan.h"
 
 namespace dynvm::codegen::exec {
@@ -88,20 +89,25 @@ void unshare(c10::IValue& value, const c10::Storage& arena) {
   }
 }
 
-// Replaces a tensor whose strides are not exactly row-major (size-1 dims included, which
-// is_contiguous() ignores) by a row-major copy.
-void make_row_major(c10::IValue& value) {
-  const at::Tensor& t = value.toTensor();
-  int64_t expected = 1;
-  bool row_major = true;
-  for (int64_t d = t.dim() - 1; d >= 0 && row_major; --d) {
-    row_major = t.stride(d) == expected;
-    expected *= std::max<int64_t>(t.size(d), 1);
-  }
-  if (!row_major) value = at::empty(t.sizes(), t.options()).copy_(t);
-}
-
 }  // namespace
+
+at::Tensor KeptClone::get(const at::Tensor& source) {
+  if (c10::GradMode::is_enabled() && source.requires_grad()) return source.clone(format_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (converted_.defined() && source.unsafeGetTensorImpl() == source_._unsafe_get_target() &&
+      source.const_data_ptr() == data_ && static_cast<int64_t>(source._version()) == version_) {
+    return converted_;
+  }
+  {
+    c10::AutoGradMode no_grad(false);
+    converted_ = source.clone(format_);
+  }
+  source_ =
+      c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(source.getIntrusivePtr());
+  data_ = source.const_data_ptr();
+  version_ = static_cast<int64_t>(source._version());
+  return converted_;
+}
 
 RunState::RunState(const AtenExecutor::Plan& of, AtenExecutor::ArenaCache& arenas)
     : plan(of), slots(of.num_slots) {
@@ -142,6 +148,14 @@ void run_step(RunState& state, const Step& step) {
       state.slots[static_cast<size_t>(plan.output_slots[step.outputs_begin + i])] =
           std::move(group_outputs[i]);
     }
+    release_last_uses(state, step);
+    return;
+  }
+  if (step.kept_clone >= 0) {
+    const at::Tensor& source =
+        state.slots[static_cast<size_t>(plan.arguments[step.args_begin].slot)].toTensor();
+    state.slots[static_cast<size_t>(plan.output_slots[step.outputs_begin])] =
+        plan.kept_clones[static_cast<size_t>(step.kept_clone)]->get(source);
     release_last_uses(state, step);
     return;
   }
@@ -195,9 +209,14 @@ void run_step(RunState& state, const Step& step) {
     }
   }
   step.op->callBoxed(&state.stack);
-  if (step.contiguous_results) {
-    for (c10::IValue& result : state.stack) {
-      if (result.isTensor()) make_row_major(result);
+  if (step.layouts_begin >= 0) {
+    size_t outputs = std::min<size_t>(state.stack.size(), step.outputs_end - step.outputs_begin);
+    for (size_t i = 0; i < outputs; ++i) {
+      const std::optional<graph::TensorMeta>& recorded =
+          plan.result_layouts[static_cast<size_t>(step.layouts_begin) + i];
+      if (recorded && state.stack[i].isTensor()) {
+        state.stack[i] = in_layout(state.stack[i].toTensor(), *recorded);
+      }
     }
   }
   if (step.fresh_results && state.arena) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dynvm/graph/node.h"
+#include "dynvm/graph/primitive_ops.h"
 #include "dynvm/graph/value.h"
 
 namespace dynvm::codegen {
@@ -404,9 +405,9 @@ class GroupLowering {
     Block* top = blocks_.back().get();
     top->stmts = &kernel_.body;
     current_ = top;
-    // The first row dim of size > 1 is the parallel loop; without one, a loop of extent 1.
+    // The first row loop of size > 1 is the parallel loop; without one, a loop of extent 1.
     Index row_index(row_dims_.size());
-    for (size_t k = 0; k < row_dims_.size(); ++k) {
+    for (size_t k : row_loop_order()) {
       int64_t size = full_sizes_[row_dims_[k]];
       if (size == 1) {
         row_index[k] = constant_index(0);
@@ -442,6 +443,24 @@ class GroupLowering {
     for (size_t i = 0; i < group_.outputs().size(); ++i) {
       if (!output_is_row_[i]) store_output(i, full_index);
     }
+  }
+
+  // The order the row loops open in (positions in row_dims_): the dims' own order, or for
+  // a pointwise group the order of its first full-size output's strides, outermost first,
+  // so that an output laid out otherwise (channels-last) is written in memory order.
+  std::vector<size_t> row_loop_order() const {
+    std::vector<size_t> order(row_dims_.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    if (!reduced_.empty()) return order;
+    for (size_t i = 0; i < group_.outputs().size(); ++i) {
+      const graph::TensorMeta& meta = meta_of(group_.outputs()[i]);
+      if (output_is_row_[i] || meta.sizes != full_sizes_) continue;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return meta.strides[row_dims_[a]] > meta.strides[row_dims_[b]];
+      });
+      break;
+    }
+    return order;
   }
 
   // --- column schedule ------------------------------------------------------------------
@@ -1023,11 +1042,56 @@ class GroupLowering {
       }
       return cast(s, type);
     }
+    if (op == "aten::max_pool2d") return emit_max_pool(node, index, type);
     if (is_reduction(op)) return emit_reduction(node, v, index);
     if (std::optional<Index> source_index = view_source_index(node, index)) {
       return emit(node.arg(0).as_value(), *source_index);
     }
     unsupported("operator " + op + " is not a kernel primitive");
+  }
+
+  // max_pool2d (graph::max_pool_window): the maximum over the window's elements, a padded
+  // position reading the input element nearest to it, which the window also holds.
+  ValueId emit_max_pool(const Node& node, const Index& index, DType type) {
+    std::optional<graph::PoolWindow> window = graph::max_pool_window(node.args(), node.kwargs());
+    if (!window) unsupported("a max_pool2d that is not a kernel primitive");
+    const Value* src = node.arg(0).as_value();
+    const std::vector<int64_t>& in = meta_of(src).sizes;
+    size_t h = in.size() - 2;
+    ValueId result = -1;
+    for (int64_t kh = 0; kh < window->kernel[0]; ++kh) {
+      for (int64_t kw = 0; kw < window->kernel[1]; ++kw) {
+        Index tap = index;
+        tap[h] = window_tap(index[h], window->stride[0], kh - window->padding[0], in[h]);
+        tap[h + 1] =
+            window_tap(index[h + 1], window->stride[1], kw - window->padding[1], in[h + 1]);
+        ValueId x = emit(src, tap);
+        result = result < 0 ? x : instr(type, LoopOp::Max, {result, x});
+      }
+    }
+    return result;
+  }
+
+  // The input position `out * stride + shift` of an output position, clamped into
+  // [0, size) where it can leave it.
+  AffineIndex window_tap(const AffineIndex& out, int64_t stride, int64_t shift, int64_t size) {
+    AffineIndex at = scaled(out, stride);
+    at.offset += shift;
+    int64_t highest = max_of(at);
+    bool below = at.offset < 0;
+    for (const AffineIndex::Term& t : at.terms) below = below || t.coefficient < 0;
+    bool above = highest < 0 || highest >= size;
+    if (!below && !above) return at;
+    ValueId v = materialize(at);
+    if (below) v = instr(DType::Int64, LoopOp::Max, {v, constant(DType::Int64, 0.0)});
+    if (above) {
+      v = instr(DType::Int64, LoopOp::Min,
+                {v, constant(DType::Int64, static_cast<double>(size - 1))});
+    }
+    value_max_[v] = size - 1;
+    AffineIndex clamped;
+    add_term(clamped, v, 1);
+    return clamped;
   }
 
   ValueId emit_pow(const Node& node, const Index& index, const std::vector<int64_t>& sizes,

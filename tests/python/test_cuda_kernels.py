@@ -294,3 +294,37 @@ def test_vm_suite_model_on_cuda_matches_eager(name):
     assert dynvm.counters["kernels"] > 0
     assert dynvm.counters["graph_breaks"] == 0
     assert dynvm.counters["graph_failures"] == 0
+
+
+_CHANNELS_LAST_NET = """
+import sys, torch, dynvm
+sys.path.insert(0, %r)
+from test_channels_last import Net, FeatureMaps
+torch.manual_seed(0)
+with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+    for model, x in ((Net().eval().cuda(), torch.randn(2, 3, 32, 32, device="cuda")),
+                     (FeatureMaps().eval().cuda(), torch.randn(2, 4, 6, 6, device="cuda"))):
+        expected = model(x)
+        compiled = dynvm.compile(model)
+        for _ in range(3):
+            got = compiled(x)
+        for e, g in zip(expected if isinstance(expected, tuple) else (expected,),
+                        got if isinstance(got, tuple) else (got,)):
+            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
+            assert g.stride() == e.stride(), (g.stride(), e.stride())
+print("kernels", dynvm.counters["kernels"])
+""" % str(pathlib.Path(__file__).resolve().parent)
+
+
+def test_convolutions_run_channels_last_on_cuda():
+    # Mode auto (the default) converts CUDA convolution graphs to channels-last
+    # (graph/channels_last.h): results and returned strides equal eager's, and every
+    # fused group compiles for the layout it gets (none runs through ATen).
+    result = run_python(_CHANNELS_LAST_NET, DYNVM_LOGS="graph,kernels")
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "memory_format=torch.channels_last" in result.stderr
+    assert "runs through ATen" not in result.stderr
+    assert int(result.stdout.split("kernels ")[1].split()[0]) > 0
+    off = run_python(_CHANNELS_LAST_NET, DYNVM_LOGS="graph", DYNVM_CHANNELS_LAST="off")
+    assert off.returncode == 0, off.stderr[-4000:]
+    assert "memory_format=torch.channels_last" not in off.stderr

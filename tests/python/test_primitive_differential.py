@@ -16,6 +16,7 @@ NaN); where eager raises, the compiled function raises the same type.
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import dynvm
 from conftest import codegen_built
@@ -94,6 +95,12 @@ CASES = {
     "aten::transpose.int": (1, lambda a: a.transpose(0, 1) + a.transpose(0, 1)),
     "aten::slice.Tensor": (1, lambda a: a[1:5, ::2] * 2),
     "aten::select.int": (1, lambda a: a[2] + a[:, 3].sum()),
+    # Padded windows, an uneven kernel and stride with ceil_mode, and a pool fused with a
+    # pointwise consumer (the indices of max_pool2d_with_indices are unused in each).
+    "aten::max_pool2d": (1, lambda a: (
+        F.max_pool2d(a[None], 3, 2, 1),
+        F.max_pool2d(a[None, None], (2, 3), stride=(1, 2), padding=(1, 1), ceil_mode=True),
+        F.max_pool2d(a[None, None] * 2, 2) + 1)),
 }
 
 # Shapes of the tensor operands, by their number: every way they broadcast. "T" marks an

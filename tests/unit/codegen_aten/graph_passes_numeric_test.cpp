@@ -334,6 +334,15 @@ graph(%x: f32[2, 3, 4, 5] cpu, %w: f32[3] cpu, %b: f32[3] cpu, %rm: f32[3] cpu, 
 )");
 }
 
+TEST_CASE("max_pool2d_with_indices without its indices becomes max_pool2d", "[graph_passes]") {
+  check_decomposition(R"(
+graph(%x: f32[2, 3, 9, 10] cpu):
+  %y: f32[2, 3, 5, 5] cpu, %i: i64[2, 3, 5, 5] cpu = aten::max_pool2d_with_indices(%x, [3, 3], [2, 2], [1, 1])
+  %z: f32[2, 3, 5, 4] cpu, %j: i64[2, 3, 5, 4] cpu = aten::max_pool2d_with_indices(%x, [2, 3], [2, 3], [1, 1], [1, 1], True)
+  return (%y, %z)
+)");
+}
+
 TEST_CASE("decomposed mean, var and std match ATen", "[graph_passes]") {
   check_decomposition(R"(
 graph(%x: f32[4, 6, 5] cpu):
@@ -725,6 +734,9 @@ TEST_CASE("primitive metadata rules agree with ATen", "[graph_passes]") {
                {{"dtype", Argument::dtype(DType::Float64)}});
   nb.amax(e, {-1}, true);
   nb.primitive("aten::amin", {b, ints({1})});
+  nb.primitive("aten::max_pool2d",
+               {e, ints({2}), ints({}), ints({0}), ints({1}), Argument::boolean(true)});
+  nb.primitive("aten::max_pool2d", {e, ints({3, 2}), ints({2, 1}), ints({1, 1})});
   graph::Value* flat = nb.primitive("aten::view", {e, ints({6, -1})});
   graph::Value* perm = nb.primitive("aten::permute", {e, ints({2, 0, 1})});
   views = {flat,

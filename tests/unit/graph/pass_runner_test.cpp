@@ -46,8 +46,8 @@ class ScopedEnv {
 TEST_CASE("pass lists split on commas") {
   CHECK(split_pass_list("dce, cse,,dce ") == std::vector<std::string>{"dce", "cse", "dce"});
   CHECK(split_pass_list("").empty());
-  CHECK(known_passes() ==
-        std::vector<std::string>{"dce", "cse", "functionalize", "attention", "decompose"});
+  CHECK(known_passes() == std::vector<std::string>{"dce", "cse", "functionalize", "attention",
+                                                   "decompose", "channels_last"});
 }
 
 TEST_CASE("an unknown pass fails before anything runs") {
@@ -55,7 +55,8 @@ TEST_CASE("an unknown pass fails before anything runs") {
   auto result = run_passes(g, {"dce", "licm"});
   REQUIRE_FALSE(result.ok());
   CHECK(result.error().message ==
-        "unknown graph pass 'licm' (known: dce, cse, functionalize, attention, decompose)");
+        "unknown graph pass 'licm' (known: dce, cse, functionalize, attention, decompose, "
+        "channels_last)");
   CHECK(g.num_nodes() == 2);
 }
 

@@ -118,6 +118,12 @@ class CompiledGraph {
 
  private:
   CompiledGraph();
+  // build(); `joint_half`: the graph is one half of a forward/backward pair, whose values
+  // cross between the halves in their recorded layouts (graph::FusionOptions).
+  static Expected<std::unique_ptr<CompiledGraph>> build_with(const graph::Graph& graph,
+                                                             const std::string& backend,
+                                                             bool grad_enabled, bool autotune,
+                                                             bool joint_half);
 
   std::unique_ptr<AtenExecutor> executor_;
   std::vector<std::shared_ptr<FusedKernel>> kernels_;

@@ -1,5 +1,5 @@
-// The graph half of compilation: functionalize → attention → decompose → CSE → DCE → partition into
-// fused groups → build the outer graph → plan its memory.
+// The graph half of compilation: functionalize → attention → decompose → channels_last → CSE →
+// DCE → partition into fused groups → build the outer graph → plan its memory.
 #pragma once
 
 #include <string>
@@ -24,12 +24,21 @@ struct FusionProgram {
   std::vector<PassTiming> timings;
 };
 
+// What the pipeline may change beyond the passes every graph gets.
+struct FusionOptions {
+  // Run convolutions channels-last (graph/channels_last.h). Off for the halves of a
+  // forward/backward pair: their saved values cross from one graph to the other in the
+  // layout the split recorded.
+  bool channels_last = true;
+};
+
 // The passes run before partitioning, in order.
-std::vector<std::string> fusion_pipeline_passes();
+std::vector<std::string> fusion_pipeline_passes(const FusionOptions& fusion = {});
 
 // Runs the pipeline on `graph`. Fails like run_passes (the caller then runs the graph
 // eagerly). With DYNVM_LOGS=graph (or options.dump) the plan is dumped after the passes.
-Expected<FusionProgram> lower_for_fusion(Graph graph, const PassRunOptions& options = {});
+Expected<FusionProgram> lower_for_fusion(Graph graph, const PassRunOptions& options = {},
+                                         const FusionOptions& fusion = {});
 
 // The whole result as text: the graph after the passes, the groups, the outer graph and
 // the memory plan. Deterministic, for golden tests and logs.

@@ -101,6 +101,8 @@ class Graph {
 
   // Makes every node argument and graph output that reads `from` read `to` instead.
   void replace_all_uses_with(Value* from, Value* to);
+  // Makes `user`'s arguments that read `from` read `to` instead; other users keep `from`.
+  void replace_uses_in(Node* user, Value* from, Value* to);
 
   // --- storage, indexed by id (removed nodes and their outputs included)
   size_t num_values() const { return values_.size(); }

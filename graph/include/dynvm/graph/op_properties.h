@@ -18,6 +18,12 @@ namespace dynvm::graph {
 // the program entered or left no_grad / enable_grad).
 inline constexpr std::string_view kSetGradEnabledOp = "dynvm::set_grad_enabled";
 
+// `dynvm::kept_clone(x, memory_format=...)`: aten::clone of a graph input, kept between
+// calls while the input is the same tensor at the same version, so that a convolution's
+// weight is converted to channels-last once rather than on every call
+// (graph/channels_last.h). Its result is read, never written or returned.
+inline constexpr std::string_view kKeptCloneOp = "dynvm::kept_clone";
+
 // "aten::add_.Tensor" → {"aten", "add_", "Tensor"}; the overload is empty when absent.
 struct OpName {
   std::string_view ns;
@@ -43,7 +49,8 @@ struct OpProperties {
   bool random = false;          // draws from the random number generator
   bool effectful = false;       // observable without its outputs (asserts, stream events)
   // The result's strides depend on the kernel ATen picks when it runs, not only on the
-  // inputs' (scaled_dot_product_attention): executors deliver it in the traced layout.
+  // inputs' (scaled_dot_product_attention, convolution, pooling): executors deliver it in
+  // the layout the graph records.
   bool run_time_layout = false;
   AliasKind alias = AliasKind::None;
 

@@ -19,6 +19,7 @@ enum class PrimitiveKind : uint8_t {
   Pointwise,  // elementwise with broadcasting and type promotion
   Reduction,  // reduces given dimensions: sum.dim_IntList, amax, amin
   View,       // remaps indices of its input: view, permute, expand, slice, ...
+  Window,     // each output element folds a window of input elements: max_pool2d
 };
 
 // The kind of `op` from its name alone: Extern for every operator not in the set.
@@ -36,6 +37,22 @@ std::vector<std::string_view> primitive_ops();
 // strides for fresh tensors and the strides ATen gives views. An Error says why the
 // arguments do not fit (unknown operator, missing metadata, sizes that do not broadcast).
 Expected<TensorMeta> infer_primitive_meta(std::string_view op, const std::vector<Argument>& args,
+                                          const std::vector<KeywordArgument>& kwargs = {});
+
+// The window of a max_pool2d over the last two dimensions of a 3-d or 4-d floating-point
+// tensor, with ATen's defaults filled in (stride = kernel, padding 0) and the output's
+// sizes. Only dilation 1 is a primitive: the window of every output element is then a
+// contiguous range that holds the input element nearest to each of its padded positions,
+// so kernels read that element instead of -inf and the maximum is unchanged.
+struct PoolWindow {
+  int64_t kernel[2] = {1, 1};
+  int64_t stride[2] = {1, 1};
+  int64_t padding[2] = {0, 0};
+  std::vector<int64_t> out_sizes;
+};
+// nullopt when the arguments (self, kernel_size, stride, padding, dilation, ceil_mode)
+// are not such a pool.
+std::optional<PoolWindow> max_pool_window(const std::vector<Argument>& args,
                                           const std::vector<KeywordArgument>& kwargs = {});
 
 // The strides a view with `sizes` of a tensor with `old_sizes`/`old_strides` gets
