@@ -36,6 +36,10 @@ struct Signature {
   std::vector<int64_t> sizes;
   Device device;
   bool has_compute = false;  // holds a pointwise or reduction node (not only views)
+  // A pointwise group whose iteration space is a window node's output (max_pool2d): the
+  // elements of that node's input, which a producer computing them may be merged into
+  // the group to compute (again for each window tap) rather than store. 0: none.
+  int64_t window_input_numel = 0;
 };
 
 // Can groups with signatures `a` and `b` become one? Returns the merged signature.
@@ -44,6 +48,7 @@ std::optional<Signature> merge_signatures(const Signature& a, const Signature& b
   Signature out = a.reduction ? a : b;
   const Signature& other = a.reduction ? b : a;
   out.has_compute = a.has_compute || b.has_compute;
+  out.window_input_numel = std::max(a.window_input_numel, b.window_input_numel);
   if (!out.reduction) {
     if (a.numel != b.numel) return std::nullopt;
     return out;
@@ -111,6 +116,7 @@ std::optional<Signature> node_signature(const Node& node) {
   s.numel = out.numel();
   s.sizes = out.sizes;
   s.has_compute = kind != PrimitiveKind::View;
+  if (kind == PrimitiveKind::Window) s.window_input_numel = node.arg(0).as_value()->meta()->numel();
   if (kind == PrimitiveKind::Reduction) {
     const TensorMeta& in = *node.arg(0).as_value()->meta();
     s.reduction = true;
@@ -186,11 +192,35 @@ class Partitioner {
     if (a == b) return;
     if (epoch_[a] != epoch_[b]) return;  // a group never spans a barrier
     std::optional<Signature> merged = merge_signatures(signature_[a], signature_[b]);
+    if (!merged) merged = merge_into_window(a, b);
     if (!merged || would_cycle(a, b)) return;
     parent_[b] = a;
     members_[a].insert(members_[a].end(), members_[b].begin(), members_[b].end());
     members_[b].clear();
     signature_[a] = *merged;
+  }
+
+  // Pointwise group `a` computing the input of the window node of group `b`, and read by
+  // nothing else: `b` computes a's values at each window tap instead of reading them from
+  // memory (batch norm and relu before a max pool: the pool's input is never stored).
+  std::optional<Signature> merge_into_window(size_t a, size_t b) {
+    const Signature& producer = signature_[a];
+    const Signature& window = signature_[b];
+    if (window.window_input_numel == 0 || window.reduction || producer.reduction ||
+        !producer.has_compute || producer.window_input_numel != 0 ||
+        producer.numel != window.window_input_numel || producer.device != window.device) {
+      return std::nullopt;
+    }
+    for (const Node* member : members_[a]) {
+      for (const Value* out : member->outputs()) {
+        if (out->num_output_uses() > 0) return std::nullopt;
+        for (const Node* user : out->users()) {
+          size_t u = unit(user);
+          if (u != a && u != b) return std::nullopt;
+        }
+      }
+    }
+    return window;
   }
 
   // A small pointwise group whose results only one larger group reads (batch norm's
