@@ -140,19 +140,18 @@ std::optional<graph::Device> group_device(const graph::Graph& group) {
   };
   // CPU scalar inputs (0-dim) go along with tensors on a CUDA device, which take them by
   // value (CudaKernel), as ATen's CUDA kernels do.
-  auto host_scalar = [](const graph::Value* v) {
-    const graph::TensorMeta* meta = v->meta();
-    return meta != nullptr && meta->device.type == graph::DeviceType::Cpu && meta->dim() == 0;
-  };
   bool scalars_aside = false;
   for (const graph::Value* v : group.outputs()) {
     const graph::TensorMeta* meta = v->meta();
     scalars_aside =
         scalars_aside || (meta != nullptr && meta->device.type == graph::DeviceType::Cuda);
   }
-  for (const graph::Value* v : group.inputs()) {
-    if (scalars_aside && host_scalar(v)) continue;
-    if (!visit(v)) return std::nullopt;
+  std::vector<int> by_value = scalars_aside ? cuda_value_buffers(group) : std::vector<int>{};
+  for (size_t i = 0; i < group.inputs().size(); ++i) {
+    if (std::find(by_value.begin(), by_value.end(), static_cast<int>(i)) != by_value.end()) {
+      continue;
+    }
+    if (!visit(group.inputs()[i])) return std::nullopt;
   }
   for (const graph::Value* v : group.outputs()) {
     if (!visit(v)) return std::nullopt;
