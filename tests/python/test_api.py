@@ -488,6 +488,54 @@ def test_every_documented_log_name_is_valid():
         config.parse_logs("all")
 
 
+# --- DYNVM_CACHE_DIR ---------------------------------------------------------------------
+
+_CACHED_PROGRAM = """
+import torch, dynvm
+def f(x):
+    return torch.sin(x) * 2 + 1
+def g(x):
+    return torch.cos(x).sum(-1)
+x = torch.randn(8, 5)
+assert torch.allclose(dynvm.compile(f)(x), f(x))
+assert torch.allclose(dynvm.compile(g)(x), g(x))
+print(dynvm.counters["kernels"])
+"""
+
+
+@needs_codegen
+def test_a_shared_kernel_cache_directory_is_refused_once_and_compiling_goes_on(tmp_path):
+    shared = tmp_path / "shared"
+    (shared / "kernels").mkdir(parents=True)
+    (shared / "kernels").chmod(0o777)
+    result = run_python(_CACHED_PROGRAM, DYNVM_CACHE_DIR=str(shared))
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) >= 2  # two kernels compiled, one warning for the directory
+    warnings = [line for line in result.stderr.splitlines() if "kernel cache" in line]
+    assert len(warnings) == 1, result.stderr
+    assert "writable by others" in warnings[0] and str(shared) in warnings[0]
+    assert list((shared / "kernels").iterdir()) == []
+
+
+@needs_codegen
+def test_the_kernel_cache_is_created_private_and_serves_a_second_process(tmp_path):
+    cache = tmp_path / "new" / "cache"
+    for _ in range(2):
+        result = run_python(_CACHED_PROGRAM, DYNVM_CACHE_DIR=str(cache))
+        assert result.returncode == 0, result.stderr
+        assert "kernel cache" not in result.stderr
+    for directory in (tmp_path / "new", cache, cache / "kernels"):
+        assert directory.stat().st_mode & 0o777 == 0o700, directory
+    entries = list((cache / "kernels").iterdir())
+    assert entries and all(e.stat().st_mode & 0o077 == 0 for e in entries)
+    # A damaged entry is compiled again and rewritten, not loaded.
+    victim = max(entries, key=lambda e: e.stat().st_size)
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    result = run_python(_CACHED_PROGRAM, DYNVM_CACHE_DIR=str(cache))
+    assert result.returncode == 0, result.stderr
+    assert victim.stat().st_size > 0 and victim.read_bytes()[:8] == b"DYNVMK1\n"
+
+
 # --- reset -------------------------------------------------------------------------------
 
 
