@@ -76,6 +76,12 @@ PyObject* CompiledFunction::call(PyObject* args, PyObject* kwargs) {
   return PyObject_Call(function_.get(), args, kwargs);
 }
 
+PyObject* CompiledFunction::call_vector(PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  PyObject* code = reinterpret_cast<PyFunctionObject*>(function_.get())->func_code;
+  CompileScope scope(options_, code);
+  return PyObject_Vectorcall(function_.get(), args, nargsf, kwnames);
+}
+
 bool CompiledFunction::explain(PyObject* args, PyObject* kwargs, Explanation* out) {
   std::vector<PyRef> bound;
   if (!bind_arguments(function_.get(), args, kwargs, &bound)) {

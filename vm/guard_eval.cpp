@@ -28,13 +28,21 @@ bool dict_keys_match(const DictKeysPayload& payload, PyObject* value) {
   PyObject* keys = payload.keys.get();  // a tuple
   Py_ssize_t count = PyTuple_GET_SIZE(keys);
   if (PyDict_GET_SIZE(value) != count) return false;
+  // An exact dict's keys and their order change only with its version tag.
+  const uint64_t version = dict_version(value);
+  if (value == payload.matched && version == payload.matched_version) return true;
+  auto matched = [&] {
+    payload.matched = value;
+    payload.matched_version = version;
+    return true;
+  };
   if (PyDict_CheckExact(value)) {
     Py_ssize_t position = 0;
     PyObject* key = nullptr;  // borrowed
     for (Py_ssize_t i = 0; PyDict_Next(value, &position, &key, nullptr); ++i) {
       if (i >= count || !constant_matches(key, PyTuple_GET_ITEM(keys, i))) return false;
     }
-    return true;
+    return matched();
   }
   // Subclasses (OrderedDict) iterate in their own order.
   PyRef iterator = PyRef::steal(PyObject_GetIter(value));  // new
@@ -49,6 +57,8 @@ bool dict_keys_match(const DictKeysPayload& payload, PyObject* value) {
         PyErr_Clear();
         return false;
       }
+      // Not remembered: a subclass's order may change with no store into the dict
+      // (OrderedDict.move_to_end keeps the version tag).
       return i == count;
     }
     if (i >= count || !constant_matches(key.get(), PyTuple_GET_ITEM(keys, i))) return false;
@@ -72,7 +82,9 @@ bool module_has_no_hooks(const NoHooksPayload& payload, PyObject* module, std::s
     }
     return true;
   }
-  for (const HookDict& hook : payload.hooks) {
+  std::vector<PyObject*> found(payload.hooks.size(), nullptr);  // borrowed
+  for (size_t i = 0; i < payload.hooks.size(); ++i) {
+    const HookDict& hook = payload.hooks[i];
     PyObject* hooks = PyDict_GetItemWithError(dict, hook.name.get());  // borrowed
     if (hooks == nullptr) {
       if (!PyErr_Occurred()) continue;
@@ -84,7 +96,13 @@ bool module_has_no_hooks(const NoHooksPayload& payload, PyObject* module, std::s
       if (which != nullptr) *which = "has hooks in " + repr_text(hook.name.get());
       return false;
     }
+    found[i] = hooks;
   }
+  // The dict as read now: the next check with this version needs only the sizes.
+  for (size_t i = 0; i < payload.hooks.size(); ++i) {
+    payload.hooks[i].dict = found[i] != nullptr ? PyRef::borrow(found[i]) : PyRef();
+  }
+  payload.dict_version = dict_version(dict);
   return true;
 }
 
@@ -155,10 +173,11 @@ bool module_attrs_match(const ModuleAttrsPayload& payload, PyObject* module, std
     if (which != nullptr) *which = " is " + value_text(module);
     return false;
   }
+  PyObject* dict = instance_dict(module);  // borrowed
+  const uint64_t version = dict != nullptr ? dict_version(dict) : 0;
   if (payload.type_version != 0 && type_version(type) == payload.type_version) {
     // The same dict, unmodified, under the same type: every attribute is the recorded object.
-    PyObject* dict = instance_dict(module);  // borrowed
-    if (dict != nullptr && dict_version(dict) == payload.dict_version) return true;
+    if (dict != nullptr && version == payload.dict_version) return true;
   }
   for (const ModuleAttr& attr : payload.attrs) {
     PyRef now = PyRef::steal(PyObject_GetAttr(module, attr.name.get()));  // new
@@ -179,6 +198,14 @@ bool module_attrs_match(const ModuleAttrsPayload& payload, PyObject* module, std
       }
       return false;
     }
+  }
+  // Every attribute read as recorded: while the type and the dict keep these versions, they
+  // still are (unless the reads themselves changed the dict).
+  const unsigned int now = type_version(type);
+  if (now != 0 && dict != nullptr && instance_dict(module) == dict &&
+      dict_version(dict) == version) {
+    payload.type_version = now;
+    payload.dict_version = version;
   }
   return true;
 }

@@ -33,13 +33,6 @@ bool is_root(Source::Kind kind) {
          kind == Source::Kind::Builtin || kind == Source::Kind::Module;
 }
 
-// New reference to dict[key], or nullptr (a Python error set when the lookup raised). `dict`
-// and `key` borrowed; `dict` may be anything.
-PyObject* dict_item(PyObject* dict, PyObject* key) {
-  if (dict == nullptr || !PyDict_Check(dict)) return nullptr;
-  return Py_XNewRef(PyDict_GetItemWithError(dict, key));  // borrowed -> new
-}
-
 }  // namespace
 
 bool is_sequence_iterator(PyObject* object) {
@@ -197,6 +190,92 @@ PyObject* SourceResolver::resolve(int slot) {
   return value;
 }
 
+namespace {
+
+using LastRead = SourceTable::Entry::LastRead;
+
+// dict[key] (a new reference, or nullptr) for a root or key source, through `last`: the
+// value read before while `dict` is that dict, unmodified.
+PyObject* cached_dict_item(LastRead& last, PyObject* dict, PyObject* key) {
+  if (dict == nullptr || !PyDict_Check(dict)) return nullptr;
+  const uint64_t version = dict_version(dict);
+  if (last.value != nullptr && dict == last.outer && version == last.outer_version) {
+    return Py_NewRef(last.value);
+  }
+  PyObject* value = PyDict_GetItemWithError(dict, key);  // borrowed
+  last = LastRead{};
+  if (value == nullptr) return nullptr;
+  last.outer = dict;
+  last.outer_version = version;
+  last.value = value;
+  return Py_NewRef(value);
+}
+
+// base.__dict__[container][name] (new reference, or nullptr), as nn.Module.__getattr__ finds
+// a parameter, buffer or child module, minus the Python-level call.
+PyObject* module_member(LastRead& last, PyObject* base, PyObject* container, PyObject* key) {
+  PyObject* dict = instance_dict(base);  // borrowed
+  if (dict == nullptr) return nullptr;
+  const uint64_t version = dict_version(dict);
+  if (last.value != nullptr && dict == last.outer && version == last.outer_version &&
+      dict_version(last.inner) == last.inner_version) {
+    return Py_NewRef(last.value);
+  }
+  last = LastRead{};
+  PyObject* members = PyDict_GetItemWithError(dict, container);  // borrowed
+  if (members == nullptr || !PyDict_Check(members)) return nullptr;
+  PyObject* value = PyDict_GetItemWithError(members, key);  // borrowed
+  if (value == nullptr) return nullptr;
+  last = LastRead{dict, version, members, dict_version(members), nullptr, 0, value};
+  return Py_NewRef(value);
+}
+
+// getattr(base, name) (new reference, or nullptr), remembered where the attribute is
+// determined by versioned state alone: an instance attribute of an object that reads
+// attributes generically and whose class (and bases) define no attribute of that name, or a
+// plain class attribute of a class (not a descriptor that makes a new object, such as a
+// classmethod; functions read from a class are themselves).
+PyObject* attribute(LastRead& last, PyObject* base, PyObject* name) {
+  PyTypeObject* type = Py_TYPE(base);
+  const bool is_class = type == &PyType_Type;
+  PyTypeObject* owner = is_class ? reinterpret_cast<PyTypeObject*>(base) : type;
+  if (last.value != nullptr && owner == last.type && last.type_version != 0 &&
+      type_version(owner) == last.type_version) {
+    // A class attribute was remembered with no dict (outer), an instance attribute with one.
+    if (is_class) {
+      if (last.outer == nullptr) return Py_NewRef(last.value);
+    } else {
+      PyObject* dict = instance_dict(base);  // borrowed
+      if (dict != nullptr && dict == last.outer && dict_version(dict) == last.outer_version) {
+        return Py_NewRef(last.value);
+      }
+    }
+  }
+  last = LastRead{};
+  PyObject* value = PyObject_GetAttr(base, name);  // new
+  if (value == nullptr) return nullptr;
+  unsigned int version = type_version(owner);
+  if (version == 0) return value;
+  if (is_class) {
+    if (_PyType_Lookup(&PyType_Type, name) == nullptr && _PyType_Lookup(owner, name) == value &&
+        type_version(owner) == version) {
+      last = LastRead{nullptr, 0, nullptr, 0, owner, version, value};
+    }
+    return value;
+  }
+  if (has_generic_getattribute(type) && _PyType_Lookup(type, name) == nullptr &&
+      type_version(type) == version) {
+    PyObject* dict = instance_dict(base);  // borrowed
+    if (dict != nullptr && PyDict_GetItemWithError(dict, name) == value) {
+      last = LastRead{dict, dict_version(dict), nullptr, 0, type, version, value};
+    }
+    PyErr_Clear();
+  }
+  return value;
+}
+
+}  // namespace
+
 PyObject* read_source_entry(const SourceTable::Entry& entry, PyObject* base,
                             const FrameInputs& inputs_) {
   switch (entry.kind) {
@@ -222,9 +301,9 @@ PyObject* read_source_entry(const SourceTable::Entry& entry, PyObject* base,
       return Py_XNewRef(PyCell_GET(cell));  // borrowed (nullptr: empty cell) -> new
     }
     case Source::Kind::Global:
-      return dict_item(inputs_.globals, entry.key.get());
+      return cached_dict_item(entry.last, inputs_.globals, entry.key.get());
     case Source::Kind::Builtin:
-      return dict_item(inputs_.builtins, entry.key.get());
+      return cached_dict_item(entry.last, inputs_.builtins, entry.key.get());
     case Source::Kind::Module:
       return PyImport_GetModule(entry.key.get());  // new, or nullptr when not imported
     case Source::Kind::Attr:
@@ -234,20 +313,14 @@ PyObject* read_source_entry(const SourceTable::Entry& entry, PyObject* base,
       }
       if (entry.is_class_attr) return Py_NewRef(reinterpret_cast<PyObject*>(Py_TYPE(base)));
       if (entry.is_iterator_rest) return iterator_rest(base);
-      return PyObject_GetAttr(base, entry.key.get());  // new
+      return attribute(entry.last, base, entry.key.get());  // new
     case Source::Kind::ModuleParam:
     case Source::Kind::ModuleBuffer:
-    case Source::Kind::ModuleChild: {
-      // base.__dict__['_parameters'][name], as nn.Module.__getattr__ finds it, minus the
-      // Python-level call.
-      PyObject* dict = instance_dict(base);  // borrowed
-      if (dict == nullptr) return nullptr;
-      PyObject* members = PyDict_GetItemWithError(dict, entry.container.get());  // borrowed
-      return dict_item(members, entry.key.get());
-    }
+    case Source::Kind::ModuleChild:
+      return module_member(entry.last, base, entry.container.get(), entry.key.get());
     case Source::Kind::Key:
     case Source::Kind::BytesKey:
-      if (PyDict_CheckExact(base)) return dict_item(base, entry.key.get());
+      if (PyDict_CheckExact(base)) return cached_dict_item(entry.last, base, entry.key.get());
       return PyObject_GetItem(base, entry.key.get());  // new
     case Source::Kind::WeakrefTarget: {
       if (!PyWeakref_CheckRef(base)) return nullptr;

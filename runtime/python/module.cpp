@@ -14,6 +14,7 @@
 #include "dynvm/graph/primitive_ops.h"
 #include "dynvm/runtime/compiled_function.h"
 #include "frame_hook_functions.h"
+#include "wrapper_call.h"
 
 namespace {
 
@@ -144,7 +145,8 @@ PyMODINIT_FUNC PyInit__C(void) {
       PyModule_AddObject(m, "has_codegen", Py_NewRef(Py_True)) < 0 ||
       PyModule_AddObject(m, "has_cpu_codegen",
                          Py_NewRef(dynvm::codegen::cpu_jit_available() ? Py_True : Py_False)) < 0 ||
-      !dynvm::runtime::add_compiled_function_type(m) || graph_break == nullptr ||
+      !dynvm::runtime::add_compiled_function_type(m) || !dynvm::runtime::add_wrapper_call(m) ||
+      graph_break == nullptr ||
       PyModule_AddObject(m, "GraphBreakError", Py_NewRef(graph_break)) < 0) {
     Py_XDECREF(graph_break);
     Py_DECREF(m);

@@ -25,7 +25,12 @@ def is_module(obj):
 
 
 class CompiledFunction:
-    """A callable compiled by dynvm.compile; calling it runs its compiled variants."""
+    """A callable compiled by dynvm.compile; calling it runs its compiled variants.
+
+    Once the native core is loaded, the class's __call__ is dynvm._C.wrapper_call, which
+    calls the instance's native object (`_dynvm_native`) directly: no Python frame of
+    dynvm's own on a cache hit. The first call of each instance goes through
+    `_dynvm_slow_call`, which makes the native object."""
 
     def __init__(self, fn, options):
         self._orig_fn = fn
@@ -39,7 +44,8 @@ class CompiledFunction:
         return self._options
 
     def native(self):
-        """The dynvm._C.CompiledFunction behind this callable, made on first use."""
+        """The dynvm._C.CompiledFunction behind this callable, made on first use. It
+        passes the bound object of a compiled method or callable object itself."""
         if self._native is None:
             backends.check_available(self._options.backend)
             target = self._orig_fn
@@ -55,20 +61,24 @@ class CompiledFunction:
                     )
                 self._bound_self = (target,)
                 target = call
-            self._native = _native.core().CompiledFunction(
+            core = _native.core()
+            self._native = core.CompiledFunction(
                 target, self._options.backend, self._options.fullgraph,
                 config.cache_size_limit(), self._options.mode,
+                bound=self._bound_self[0] if self._bound_self else None,
             )
+            self._dynvm_native = self._native
+            _use_native_call(CompiledFunction, core)
         return self._native
 
-    def __call__(self, *args, **kwargs):
-        native = self.native()
-        return native(*self._bound_self, *args, **kwargs)
+    def _dynvm_slow_call(self, *args, **kwargs):
+        return self.native()(*args, **kwargs)
+
+    __call__ = _dynvm_slow_call
 
     def explain_call(self, args, kwargs):
         """What dynvm makes of one call: the native explain() dictionary."""
-        native = self.native()
-        return native.explain((*self._bound_self, *args), kwargs or None)
+        return self.native().explain(args, kwargs or None)
 
     def __get__(self, instance, owner=None):
         # Lets @dynvm.compile decorate methods: binds like a plain function would.
@@ -80,6 +90,24 @@ class CompiledFunction:
         return f"<dynvm compiled {self._orig_fn!r} backend={self._options.backend!r}>"
 
 
+def _use_native_call(cls, core):
+    """Makes dynvm._C.wrapper_call the __call__ of `cls` (once the core is loaded)."""
+    if cls.__dict__.get("__call__") is not core.wrapper_call:
+        cls.__call__ = core.wrapper_call
+
+
+# The attributes of a compiled module that must be absent, None or empty for its call to
+# skip nn.Module.__call__ (hooks on the wrapper itself; Module.compile(); a forward set on
+# the instance), and torch's global module hooks, which Module._call_impl reads.
+_MODULE_IDLE_ATTRIBUTES = (
+    "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+    "_compiled_call_impl", "forward",
+)
+_GLOBAL_MODULE_HOOKS = (
+    "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+)
+
 _compiled_module_class = None
 
 
@@ -88,17 +116,37 @@ def compiled_module_class():
     global _compiled_module_class
     if _compiled_module_class is None:
         import torch
+        import torch.nn.modules.module as module_module
+
+        core = _native.core()
+        module_globals = vars(module_module)
+        missing = [name for name in _GLOBAL_MODULE_HOOKS if name not in module_globals]
+        if missing:
+            raise ImportError(
+                f"dynvm: torch.nn.modules.module has no {', '.join(missing)}; this torch's "
+                "module hooks are not the ones dynvm knows")
+        core.configure_wrapper_call(
+            module_globals, _GLOBAL_MODULE_HOOKS, torch._C._get_tracing_state)
 
         class CompiledModule(torch.nn.Module):
             """An nn.Module whose calls go through dynvm; attributes are the original's.
 
             The original module is the submodule `_orig_mod`, so parameters, train() and
             eval() reach it; attribute reads the wrapper does not have fall through to it.
+
+            Calling it runs dynvm._C.wrapper_call: while the wrapper has no hooks of its own
+            and torch has no global module hooks, the call goes straight to the native
+            compiled function, skipping nn.Module.__call__ and this class's forward, which
+            would do nothing else; otherwise through them, as any module's call.
             """
+
+            __call__ = core.wrapper_call
+            _dynvm_slow_call = torch.nn.Module.__call__
 
             def __init__(self, module, options):
                 super().__init__()
                 self._orig_mod = module
+                self.__dict__["_dynvm_options"] = options
                 if isinstance(module, torch.nn.parallel.DistributedDataParallel):
                     # DDP's own forward (its reducer's bookkeeping, buffer broadcasts)
                     # runs eagerly around the module it wraps, which is compiled.
@@ -107,9 +155,21 @@ def compiled_module_class():
                     # Calls the original module the way user code would, so its hooks
                     # and forward are what the VM traces (hooks make it break).
                     self._compiled_call = CompiledFunction(_module_caller(module), options)
+                    self.__dict__["_dynvm_idle"] = _MODULE_IDLE_ATTRIBUTES
 
             def forward(self, *args, **kwargs):
-                return self._compiled_call(*args, **kwargs)
+                call = self._compiled_call
+                result = call(*args, **kwargs)
+                native = getattr(call, "_native", None)
+                if native is not None and "_dynvm_idle" in self.__dict__:
+                    # From now on wrapper_call calls the native object directly.
+                    self.__dict__["_dynvm_native"] = native
+                return result
+
+            def __reduce__(self):
+                # A copy or an unpickled wrapper compiles its copy of the original module
+                # afresh (copy.deepcopy, pickle, torch.save); native objects are not copied.
+                return (_compile_module_again, (self._orig_mod, self.__dict__["_dynvm_options"]))
 
             def __getattr__(self, name):
                 # Reached only when normal lookup failed. Reads __dict__ directly so a
@@ -124,6 +184,11 @@ def compiled_module_class():
 
         _compiled_module_class = CompiledModule
     return _compiled_module_class
+
+
+def _compile_module_again(module, options):
+    """The compiled module a copy or pickle of one rebuilds: `module` wrapped afresh."""
+    return compiled_module_class()(module, options)
 
 
 class DistributedCall:

@@ -77,6 +77,8 @@ class CompiledFunction {
 
   // Calls the function: a new reference, or nullptr with a Python error set.
   PyObject* call(PyObject* args, PyObject* kwargs);
+  // The same through the vectorcall protocol (no argument tuple is built).
+  PyObject* call_vector(PyObject* const* args, size_t nargsf, PyObject* kwnames);
   // Traces the call (without running or caching it) and describes the result; false
   // with a Python error set when the arguments do not bind.
   bool explain(PyObject* args, PyObject* kwargs, Explanation* out);

@@ -42,6 +42,10 @@ struct LenMatchPayload {  // type(src) is type and len(src) == length
 struct DictKeysPayload {  // type(src) is type and list(src) == list(keys), in order
   PyRef type;
   PyRef keys;  // a tuple of constants
+  // The dict last found to match (compared, never dereferenced) and its version tag then:
+  // while a dict has that tag it is that dict, unmodified, and matches again.
+  mutable PyObject* matched = nullptr;
+  mutable uint64_t matched_version = 0;
 };
 // src is a dict whose version tag (PEP 509) is still `version`. Tags come from one counter
 // for the whole interpreter, so an equal tag also means the same dict object: no reference to
@@ -54,15 +58,19 @@ struct HookDict {
   PyRef name;  // interned str
   PyRef dict;  // the dict bound to `name` when traced; empty when the module had none
 };
-struct NoHooksPayload {       // the module src has no hooks
-  uint64_t dict_version = 0;  // version of src.__dict__ when `hooks` were read
-  std::vector<HookDict> hooks;
+// The module src has no hooks. `dict_version` and the hook dicts are those of the last
+// check that read them (the trace's at first): while src.__dict__ keeps that version, the
+// hook dicts bound there are these, and only their sizes need reading.
+struct NoHooksPayload {
+  mutable uint64_t dict_version = 0;  // version of src.__dict__ when `hooks` were read
+  mutable std::vector<HookDict> hooks;
 };
 // The plain attributes of a module that are constants (stride, eps, training, ...): each,
 // read as getattr reads it, is still the recorded value (None, True and False by identity,
 // other constants as CONSTANT_MATCH compares them). While type(src) is `type` unmodified (its
 // version tag is `type_version`) and src.__dict__ still has `dict_version`, every attribute is
-// the object it was, so the check is two compares; otherwise each attribute is read again.
+// the object it was, so the check is two compares; otherwise each attribute is read again, and
+// the versions of that successful read replace the recorded ones.
 struct ModuleAttr {
   PyRef name;   // interned str
   PyRef value;  // a guardable constant
@@ -70,8 +78,8 @@ struct ModuleAttr {
 };
 struct ModuleAttrsPayload {
   PyRef type;
-  unsigned int type_version = 0;  // 0: the fast path is off
-  uint64_t dict_version = 0;
+  mutable unsigned int type_version = 0;  // 0: the fast path is off
+  mutable uint64_t dict_version = 0;
   std::vector<ModuleAttr> attrs;
 };
 // src is the very object the source in slot `first` of the set's SourceTable gives: one tensor

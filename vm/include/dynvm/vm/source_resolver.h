@@ -52,6 +52,21 @@ class SourceTable {
     // Attr "__dynvm_rest__" of a list or tuple iterator: a tuple of the items it has yet to
     // give (read through __reduce__; the iterator does not move).
     bool is_iterator_rest = false;
+    // The last value read for this slot and what it was read through, so that the next read
+    // is a few compares while those are unchanged (read_source_entry). Pointers are borrowed
+    // and compared only, except `inner` and `value`, which the unchanged `outer` (or type)
+    // keeps alive. Dict version tags (PEP 509) and type version tags come from counters that
+    // never repeat, so an equal tag means the same object, unmodified.
+    struct LastRead {
+      PyObject* outer = nullptr;  // the dict read first: globals, base.__dict__, a dict base
+      uint64_t outer_version = 0;
+      PyObject* inner = nullptr;  // base.__dict__[container] (module members)
+      uint64_t inner_version = 0;
+      PyTypeObject* type = nullptr;  // an attribute's owner type: type(base), or base itself
+      unsigned int type_version = 0;
+      PyObject* value = nullptr;
+    };
+    mutable LastRead last;
   };
 
   SourceTable() = default;
