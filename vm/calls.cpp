@@ -318,6 +318,28 @@ ValuePtr autocast_context(const std::vector<ValuePtr>& args, const KwArgs& kwarg
   return no_op_context();
 }
 
+// The callable a dynvm.compile wrapper stands for, when `object`'s class names it: the
+// wrapper classes (dynvm/wrappers.py) set `__dynvm_traced_target__` to the instance
+// attribute holding what they compiled (`_orig_fn`, `_orig_mod`). A compiled function or
+// module called from traced code is traced as that callable, inlined into the caller's
+// graph (as Dynamo inlines a torch.compile'd callee); the inner wrapper's own options do not
+// apply there. The wrapper's class is guarded, and the target read through `source`. Null
+// when `object` is no such wrapper.
+ValuePtr dynvm_wrapper_target(TraceContext& ctx, PyObject* object, const SourcePtr& source,
+                              bool module_child) {
+  static PyObject* marker = PyUnicode_InternFromString("__dynvm_traced_target__");  // kept
+  PyObject* name = marker != nullptr ? _PyType_Lookup(Py_TYPE(object), marker) : nullptr;
+  if (name == nullptr || !PyUnicode_Check(name) || !source) return nullptr;
+  ctx.guard(TraceContext::GuardKind::TypeMatch, source, object);
+  PyRef target = PyRef::steal(PyObject_GetAttr(object, name));  // new
+  if (!target) unsupported_from_python_error("the callable a dynvm.compile wrapper holds");
+  std::string attribute = PyUnicode_AsUTF8(name);
+  SourcePtr target_source =
+      module_child ? Source::module_member(Source::Kind::ModuleChild, source, attribute)
+                   : Source::attr(source, attribute);
+  return ctx.wrap(target.get(), target_source);
+}
+
 ValuePtr call_module(TraceContext& ctx, const ValuePtr& module_value, std::vector<ValuePtr> args,
                      KwArgs kwargs) {
   PyObject* module = module_value->py();
@@ -333,6 +355,9 @@ ValuePtr call_module(TraceContext& ctx, const ValuePtr& module_value, std::vecto
     if (hooks != nullptr && PyObject_Length(hooks) > 0) {
       unsupported("nn.Module hooks registered on " + std::string(Py_TYPE(module)->tp_name));
     }
+  }
+  if (ValuePtr wrapped = dynvm_wrapper_target(ctx, module, module_value->source, true)) {
+    return call_module(ctx, wrapped, std::move(args), std::move(kwargs));
   }
   PyObject* training = PyDict_GetItemString(dict, "training");  // borrowed
   if (training != nullptr) {
@@ -1494,6 +1519,11 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
       }
     }
     return call_value(ctx, func, std::move(all), std::move(all_kwargs));
+  }
+  if (callable->is(TracedValue::Kind::Object) && !PyType_Check(fn)) {
+    if (ValuePtr wrapped = dynvm_wrapper_target(ctx, fn, callable->source, false)) {
+      return call_value(ctx, wrapped, std::move(args), std::move(kwargs));
+    }
   }
   if (callable->source && callable->is(TracedValue::Kind::Object) && !PyType_Check(fn)) {
     // An instance of a class whose __call__ is Python code (torchvision's LevelMapper): the

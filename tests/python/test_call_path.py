@@ -221,3 +221,32 @@ def test_module_idle_attributes_are_nn_module_attributes():
 
     for name in wrappers._GLOBAL_MODULE_HOOKS:
         assert isinstance(getattr(module_module, name), dict), name
+
+
+def test_compiled_callees_are_traced_into_their_callers_graph(module_and_input):
+    model, x = module_and_input
+    inner_module = dynvm.compile(model, backend="eager")
+    inner_function = dynvm.compile(lambda t: t * 3 - 1, backend="eager")
+
+    class Holder:
+        def method(self, t):
+            return t.sin()
+
+    inner_method = dynvm.compile(Holder().method, backend="eager")
+
+    def outer(t):
+        return inner_method(inner_function(inner_module(t, scale=0.5))) + 1
+
+    compiled = dynvm.compile(outer, backend="eager")
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), outer(x), rtol=0, atol=0)
+    explained = dynvm.explain(outer)(x)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained
+    # The wrappers are guarded by type: a hook on the inner wrapper makes that call break
+    # (hooks are not traced) and still run.
+    handle = inner_module.register_forward_hook(lambda m, a, out: out * 0)
+    try:
+        torch.testing.assert_close(compiled(x), outer(x), rtol=0, atol=0)
+        assert compiled(x).tolist() == (torch.full((2, 3), -1.0).sin() + 1).tolist()
+    finally:
+        handle.remove()

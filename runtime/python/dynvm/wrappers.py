@@ -32,6 +32,9 @@ class CompiledFunction:
     dynvm's own on a cache hit. The first call of each instance goes through
     `_dynvm_slow_call`, which makes the native object."""
 
+    # Traced code that calls this object is traced as calling _orig_fn (vm/calls.cpp).
+    __dynvm_traced_target__ = "_orig_fn"
+
     def __init__(self, fn, options):
         self._orig_fn = fn
         self._options = options
@@ -142,6 +145,8 @@ def compiled_module_class():
 
             __call__ = core.wrapper_call
             _dynvm_slow_call = torch.nn.Module.__call__
+            # Traced code that calls this module is traced as calling _orig_mod.
+            __dynvm_traced_target__ = "_orig_mod"
 
             def __init__(self, module, options):
                 super().__init__()
