@@ -16,6 +16,7 @@
 #include "dynvm/codegen/compiled_graph.h"
 #include "dynvm/graph/graph_printer.h"
 #include "dynvm/runtime/code_extra.h"
+#include "dynvm/runtime/compile_progress.h"
 #include "dynvm/runtime/concrete_step.h"
 #include "dynvm/runtime/frame_hook.h"
 #include "dynvm/runtime/graph_files.h"
@@ -283,6 +284,8 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
       return nullptr;
     }
   }
+  CompileProgress progress(start == 0 ? code_name(code)
+                                      : code_name(code) + " from " + location(*cache.info, start));
   vm::FrameStart fs;
   fs.function = frame::function(f);
   fs.start = start;
@@ -341,6 +344,7 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     return nullptr;
   }
   const std::string where = code_name(code) + " from " + location(*cache.info, start);
+  progress.compiling();
   auto variant = Variant::build(std::move(trace), options.backend, options.mode, where);
   if (!variant) {
     // The backend cannot run this graph: this part runs eagerly under these guards.

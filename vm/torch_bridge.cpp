@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "dynvm/graph/op_properties.h"
+#include "dynvm/support/progress.h"
 #include "known_objects.h"
 #include "python_values.h"
 #include "trace_context.h"
@@ -295,6 +296,10 @@ void TorchBridge::sync_grad_mode() {
 void TorchBridge::add_records(PyObject* records) {
   if (PyList_GET_SIZE(records) > 0) sync_grad_mode();
   Py_ssize_t n = PyList_GET_SIZE(records);
+  struct Noted {  // once the records are in the graph, whichever way this returns
+    const graph::Graph& graph;
+    ~Noted() { progress::ops_traced(graph.num_nodes()); }
+  } noted{graph_};
   for (Py_ssize_t r = 0; r < n; ++r) {
     PyObject* rec = PyList_GET_ITEM(records, r);  // (name, bound, outputs)
     const char* op = PyUnicode_AsUTF8(PyTuple_GET_ITEM(rec, 0));

@@ -26,6 +26,7 @@
 #include "dynvm/graph/op_properties.h"
 #include "dynvm/graph/pass_runner.h"
 #include "dynvm/support/log_topics.h"
+#include "dynvm/support/progress.h"
 #include "executor/aten_layout.h"
 
 namespace dynvm::codegen {
@@ -231,6 +232,7 @@ std::vector<CompiledGroup> compile_cuda_groups(const std::vector<graph::Graph>& 
     if (device && device->type == graph::DeviceType::Cuda) cuda.push_back(i);
   }
   std::atomic<size_t> next{0};
+  std::atomic<size_t> done{0};
   auto work = [&] {
     for (size_t k = next++; k < cuda.size(); k = next++) {
       size_t i = cuda[k];
@@ -240,6 +242,7 @@ std::vector<CompiledGroup> compile_cuda_groups(const std::vector<graph::Graph>& 
       } catch (const std::exception& e) {
         out[i].emplace(make_error(std::string("compiling a CUDA kernel failed: ") + e.what()));
       }
+      progress::kernels_compiled(++done, groups.size());
     }
   };
   size_t workers = std::min<size_t>(cuda.size(), 8);
@@ -381,10 +384,15 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build_with(const graph::
   std::vector<const FusedKernel*> kernel_of_group;
   std::vector<CompiledGroup> cuda_kernels =
       compile_cuda_groups(fusion.groups, fusion.outer, autotune);
+  size_t compiled_so_far =
+      static_cast<size_t>(std::count_if(cuda_kernels.begin(), cuda_kernels.end(),
+                                        [](const CompiledGroup& k) { return k.has_value(); }));
   for (size_t i = 0; i < fusion.groups.size(); ++i) {
     const graph::Graph& group = fusion.groups[i];
+    const bool compile_here = !cuda_kernels[i];
     auto kernel = cuda_kernels[i] ? std::move(*cuda_kernels[i])
                                   : compile_group(group, "fused_" + std::to_string(i), autotune);
+    if (compile_here) progress::kernels_compiled(++compiled_so_far, fusion.groups.size());
     if (kernel) {
       std::shared_ptr<FusedKernel> k = std::move(kernel).value();
       compiled->kernels_.push_back(k);
