@@ -39,6 +39,7 @@ namespace {
 constexpr const char* kEmitterRevision = "cpu-emitter-6";
 
 int64_t g_compilations = 0;  // guarded by the JIT's mutex
+int64_t g_disk_loads = 0;    // likewise
 
 }  // namespace
 
@@ -85,6 +86,13 @@ int64_t cpu_jit_compilation_count() {
   std::lock_guard<std::mutex> lock(host_jit().mutex);
 #endif
   return g_compilations;
+}
+
+int64_t cpu_jit_disk_load_count() {
+#ifdef DYNVM_HAVE_LLVM
+  std::lock_guard<std::mutex> lock(host_jit().mutex);
+#endif
+  return g_disk_loads;
 }
 
 Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
@@ -135,6 +143,7 @@ Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
       if (loaded) {
         auto function = reinterpret_cast<CpuKernelFunction>(const_cast<void*>(loaded->address));
         result.from_disk = true;
+        ++g_disk_loads;
         host.loaded[key] = function;
         return finish(function);
       }

@@ -32,6 +32,7 @@ namespace dynvm::codegen {
 namespace {
 
 std::atomic<int64_t> nvrtc_compilations{0};
+std::atomic<int64_t> disk_loads{0};
 
 // Loaded functions by cache key and device: a kernel compiled twice in one process (the
 // same group in two variants, a ResNet's repeated blocks) is compiled and loaded once.
@@ -52,6 +53,7 @@ std::map<std::pair<std::string, int>, LoadedFunctions>& loaded_functions() {
 }  // namespace
 
 int64_t cuda_nvrtc_compilation_count() { return nvrtc_compilations.load(); }
+int64_t cuda_disk_load_count() { return disk_loads.load(); }
 
 namespace {
 
@@ -112,6 +114,7 @@ Expected<CudaCompiledSchedule> build_schedule(LoopKernel& kernel, const CudaSche
   std::optional<std::string> image;
   if (!options.cache_dir.empty()) image = load_cached_object(options.cache_dir, key);
   built.cache_hit = image.has_value();
+  if (built.cache_hit) ++disk_loads;
   if (!image) {
     ++nvrtc_compilations;
     auto cubin = nvrtc_compile_to_cubin(built.cuda.source, name + ".cu", architecture);

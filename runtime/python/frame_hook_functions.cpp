@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "dynvm/codegen/cpu_jit.h"
+#include "dynvm/codegen/cuda_kernel.h"
+#include "dynvm/codegen/kernel_disk_cache.h"
 #include "dynvm/runtime/frame_driver.h"
 #include "dynvm/runtime/frame_hook.h"
 #include "dynvm/runtime/graph_files.h"
@@ -119,10 +122,18 @@ PyObject* report(PyObject*, PyObject*) {
     PyList_Append(cuda_graphs, d);
     Py_DECREF(d);
   }
-  return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:L,s:d,s:d}", "frames_compiled", frames, "graphs",
-                       graphs, "breaks", breaks, "recompiles", recompiles, "cuda_graphs",
+  // Kernels this process compiled, and those it reused from the disk cache (a second run
+  // of a script compiles none): the CPU JIT's and NVRTC's.
+  const long long compiled = static_cast<long long>(codegen::cpu_jit_compilation_count() +
+                                                    codegen::cuda_nvrtc_compilation_count());
+  const long long from_disk =
+      static_cast<long long>(codegen::cpu_jit_disk_load_count() + codegen::cuda_disk_load_count());
+  return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:L,s:d,s:d,s:L,s:L,s:s}", "frames_compiled", frames,
+                       "graphs", graphs, "breaks", breaks, "recompiles", recompiles, "cuda_graphs",
                        cuda_graphs, "cache_hits", static_cast<long long>(r.cache_hits),
-                       "trace_seconds", r.trace_ns * 1e-9, "run_seconds", r.run_ns * 1e-9);
+                       "trace_seconds", r.trace_ns * 1e-9, "run_seconds", r.run_ns * 1e-9,
+                       "kernels_compiled", compiled, "kernels_from_disk", from_disk,
+                       "kernel_cache_dir", codegen::default_kernel_cache_dir().c_str());
 }
 
 // time_cached_variant(function, args, backend, iterations, run_iterations=iterations) -> dict of

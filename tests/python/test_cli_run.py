@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from conftest import codegen_built
+
 SCRIPTS = pathlib.Path(__file__).resolve().parent / "scripts"
 PYTHON = sys.executable  # CTest runs this suite with the Python dynvm embeds
 REPORT_PREFIX = "dynvm: "
@@ -367,6 +369,27 @@ def test_text_report_goes_to_stderr_and_says_how_graphs_run():
     eager_report = split_report(eager.stderr)[1]
     assert "0 frames compiled" in eager_report
     assert "not built yet" not in eager_report  # the eager backend is
+
+
+@pytest.mark.skipif(not codegen_built(), reason="this build has no CPU code generator")
+def test_a_second_run_reuses_the_kernels_and_the_report_says_so(tmp_path):
+    env = base_env(package_dir())
+    env["DYNVM_CACHE_DIR"] = str(tmp_path / "cache")
+    reports = []
+    for _ in range(2):
+        result = dynvm("run", "--report", "json", str(tmp_path / "r.json"),
+                       str(SCRIPTS / "small_model.py"), env=env)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "(4, 32)\n"
+        reports.append(json.loads((tmp_path / "r.json").read_text()))
+    first, second = reports
+    assert first["kernels_compiled"] > 0 and first["kernels_from_disk"] == 0, first
+    assert second["kernels_compiled"] == 0, second
+    assert second["kernels_from_disk"] == first["kernels_compiled"], second
+    assert second["kernel_cache_dir"] == str(tmp_path / "cache" / "kernels")
+    text = dynvm("run", str(SCRIPTS / "small_model.py"), env=env)
+    line = f"kernels: 0 compiled, {first['kernels_compiled']} reused from the disk cache"
+    assert line in split_report(text.stderr)[1], text.stderr
 
 
 def test_report_says_when_compilation_was_turned_off():

@@ -51,6 +51,9 @@ def build(run, stats, time_running_s):
             "recompiles": native["recompiles"],
             "cuda_graphs": native["cuda_graphs"],
             "cache_hits": native["cache_hits"],
+            "kernels_compiled": native["kernels_compiled"],
+            "kernels_from_disk": native["kernels_from_disk"],
+            "kernel_cache_dir": native["kernel_cache_dir"],
             "time_tracing_s": native["trace_seconds"],
             "time_running_graphs_s": native["run_seconds"],
             "time_running_s": time_running_s,
@@ -100,6 +103,10 @@ def format_text(report):
             lines.append(f"  recompiled at {_where(event)}: {event.get('reason', '')}")
     for event in report.get("cuda_graphs", []):
         lines.append(f"  CUDA graph of {event['graph']}: {event['note']}")
+    compiled, from_disk = report.get("kernels_compiled", 0), report.get("kernels_from_disk", 0)
+    if compiled or from_disk:
+        lines.append(f"  kernels: {compiled} compiled, {from_disk} reused from the disk cache "
+                     f"({report.get('kernel_cache_dir', '?')})")
     lines.append(
         f"  time: {report['time_tracing_s']:.3f} s tracing, "
         f"{report['time_running_s']:.3f} s running"

@@ -51,5 +51,7 @@ Expected<std::string> cpu_kernel_llvm_ir(const LoopKernel& kernel, int lanes);
 
 // How many kernels LLVM has compiled in this process (cache hits excluded).
 int64_t cpu_jit_compilation_count();
+// How many kernels this process loaded from the disk cache instead (the run report).
+int64_t cpu_jit_disk_load_count();
 
 }  // namespace dynvm::codegen

@@ -99,5 +99,7 @@ class CudaKernel final : public FusedKernel {
 
 // NVRTC compilations this process ran for CudaKernel (cache misses), for tests.
 int64_t cuda_nvrtc_compilation_count();
+// CUBINs this process loaded from the disk cache instead of compiling (the run report).
+int64_t cuda_disk_load_count();
 
 }  // namespace dynvm::codegen
