@@ -1,6 +1,7 @@
 """The dynvm Python API: compile, explain, reset, disable and the DYNVM_* variables."""
 
 import inspect
+import json
 import os
 import pathlib
 import subprocess
@@ -491,7 +492,8 @@ def test_every_documented_log_name_is_valid():
 # --- DYNVM_CACHE_DIR ---------------------------------------------------------------------
 
 _CACHED_PROGRAM = """
-import torch, dynvm
+import json, torch, dynvm
+from dynvm import _native
 def f(x):
     return torch.sin(x) * 2 + 1
 def g(x):
@@ -499,7 +501,8 @@ def g(x):
 x = torch.randn(8, 5)
 assert torch.allclose(dynvm.compile(f)(x), f(x))
 assert torch.allclose(dynvm.compile(g)(x), g(x))
-print(dynvm.counters["kernels"])
+report = _native.core().run_report()
+print(json.dumps([report["kernels_compiled"], report["kernels_from_disk"]]))
 """
 
 
@@ -510,7 +513,8 @@ def test_a_shared_kernel_cache_directory_is_refused_once_and_compiling_goes_on(t
     (shared / "kernels").chmod(0o777)
     result = run_python(_CACHED_PROGRAM, DYNVM_CACHE_DIR=str(shared))
     assert result.returncode == 0, result.stderr
-    assert int(result.stdout) >= 2  # two kernels compiled, one warning for the directory
+    compiled, from_disk = json.loads(result.stdout)
+    assert compiled >= 2 and from_disk == 0  # two kernels compiled, one warning for the dir
     warnings = [line for line in result.stderr.splitlines() if "kernel cache" in line]
     assert len(warnings) == 1, result.stderr
     assert "writable by others" in warnings[0] and str(shared) in warnings[0]
@@ -520,20 +524,26 @@ def test_a_shared_kernel_cache_directory_is_refused_once_and_compiling_goes_on(t
 @needs_codegen
 def test_the_kernel_cache_is_created_private_and_serves_a_second_process(tmp_path):
     cache = tmp_path / "new" / "cache"
+    counts = []
     for _ in range(2):
         result = run_python(_CACHED_PROGRAM, DYNVM_CACHE_DIR=str(cache))
         assert result.returncode == 0, result.stderr
         assert "kernel cache" not in result.stderr
+        counts.append(json.loads(result.stdout))
+    (compiled, _), (compiled_again, from_disk) = counts
+    assert compiled >= 2 and compiled_again == 0 and from_disk == compiled, counts
     for directory in (tmp_path / "new", cache, cache / "kernels"):
         assert directory.stat().st_mode & 0o777 == 0o700, directory
-    entries = list((cache / "kernels").iterdir())
-    assert entries and all(e.stat().st_mode & 0o077 == 0 for e in entries)
-    # A damaged entry is compiled again and rewritten, not loaded.
-    victim = max(entries, key=lambda e: e.stat().st_size)
-    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    entries = sorted((cache / "kernels").iterdir())
+    assert len(entries) == compiled and all(e.stat().st_mode & 0o077 == 0 for e in entries)
+    # Damaged entries are compiled again and rewritten, not loaded.
+    for entry in entries:
+        entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])
     result = run_python(_CACHED_PROGRAM, DYNVM_CACHE_DIR=str(cache))
     assert result.returncode == 0, result.stderr
-    assert victim.stat().st_size > 0 and victim.read_bytes()[:8] == b"DYNVMK1\n"
+    assert json.loads(result.stdout) == [compiled, 0]
+    assert sorted((cache / "kernels").iterdir()) == entries
+    assert all(e.read_bytes()[:8] == b"DYNVMK1\n" for e in entries)
 
 
 # --- reset -------------------------------------------------------------------------------

@@ -1,7 +1,6 @@
 """The hooks the dynvm executable calls around `dynvm run`. Nothing here writes to stdout."""
 
 import atexit
-import dataclasses
 import os
 import sys
 import time
@@ -13,22 +12,23 @@ from dynvm import config, report, stats
 REPORT_FORMATS = ("text", "json", "none")
 
 
-@dataclasses.dataclass
 class RunSettings:
-    """The validated options of one `dynvm run`. Paths are absolute."""
+    """The validated options of one `dynvm run`. Paths are absolute. report_file is a str
+    when report == "json", else None; graphs_dir a str or None. (A plain class: this
+    module is imported before every script, and dataclasses cost 30 ms of start-up.)"""
 
-    script: str
-    args: list
-    include: list
-    exclude: list
-    report: str
-    report_file: object  # str with report == "json", else None
-    compile: bool
-    backend: str
-    mode: str
-    graphs_dir: object  # str or None
-    pid: int
-    started: float
+    FIELDS = ("script", "args", "include", "exclude", "report", "report_file", "compile",
+              "backend", "mode", "graphs_dir", "pid", "started")
+
+    def __init__(self, **fields):
+        missing = set(self.FIELDS) - set(fields)
+        unknown = set(fields) - set(self.FIELDS)
+        if missing or unknown:
+            raise TypeError(f"RunSettings: missing {sorted(missing)}, unknown {sorted(unknown)}")
+        self.__dict__.update(fields)
+
+    def __repr__(self):
+        return "RunSettings(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self.FIELDS) + ")"
 
 
 _current_run = None
@@ -93,7 +93,17 @@ def begin_run(options):
 
 
 def _start_compiling(run):
-    """Turns the frame hook on for every frame of user code."""
+    """Turns the frame hook on for every frame of user code, now if torch is loaded, else
+    once the script imports it: the hook lives in the native core, which links libtorch,
+    so a script that never imports torch runs at python3's speed. Frames that start after
+    torch has been imported are compiled; the one importing it runs on plainly."""
+    if "torch" in sys.modules:
+        _enable_compiling(run)
+    else:
+        sys.meta_path.insert(0, _CompileOnceTorchIsImported(run))
+
+
+def _enable_compiling(run):
     from dynvm import _native, backends
 
     backend = run.backend
@@ -106,6 +116,43 @@ def _start_compiling(run):
                        _native.installed_package_directories(), run.mode)
     global _effective_backend
     _effective_backend = backend
+
+
+class _CompileOnceTorchIsImported:
+    """A one-shot finder at the front of sys.meta_path: when `torch` is first imported, its
+    module is loaded as usual and then compiling is turned on."""
+
+    def __init__(self, run):
+        self._run = run
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)  # through the other finders
+        if spec is not None and spec.loader is not None:
+            spec.loader = _LoaderThenCompile(spec.loader, self._run)
+        return spec
+
+
+class _LoaderThenCompile:
+    """Loads a module with `loader`, then turns compiling on; the module keeps `loader`."""
+
+    def __init__(self, loader, run):
+        self._loader = loader
+        self._run = run
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        module.__loader__ = self._loader
+        self._loader.exec_module(module)
+        _enable_compiling(self._run)
 
 
 _effective_backend = None

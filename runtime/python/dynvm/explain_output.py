@@ -1,40 +1,59 @@
 """What dynvm.explain reports about one call: graphs, breaks and guards."""
 
-import dataclasses
-import re
+import collections
 
-_OP = re.compile(r"= ([A-Za-z_][\w]*::[\w.]+)\(")
+# Plain classes, not dataclasses, and `re` imported on first use: `import dynvm` (and so
+# `dynvm run`) stays quick.
 
 
-@dataclasses.dataclass
-class BreakReason:
+class BreakReason(collections.namedtuple("BreakReason", "reason filename lineno")):
     """One graph break: why the VM stopped, and where in the user's code."""
 
-    reason: str
-    filename: str
-    lineno: int
+    __slots__ = ()
 
     def __str__(self):
         return f"{self.filename}:{self.lineno}: {self.reason}"
 
 
-@dataclasses.dataclass
-class ExplainOutput:
-    """The result of dynvm.explain(fn)(*args, **kwargs)."""
+def _op_names(graph_text):
+    import re
 
-    graph_count: int = 0
-    graph_break_count: int = 0
-    break_reasons: list = dataclasses.field(default_factory=list)  # of BreakReason
-    ops_per_graph: list = dataclasses.field(default_factory=list)  # of lists of op names
-    guards: list = dataclasses.field(default_factory=list)  # of guard descriptions
-    # mode="reduce-overhead": per graph, whether it replays as a CUDA graph, or why not
-    cuda_graphs: list = dataclasses.field(default_factory=list)
-    note: str = ""  # why the numbers are what they are, when that needs saying
+    return re.findall(r"= ([A-Za-z_][\w]*::[\w.]+)\(", graph_text)
+
+
+class ExplainOutput:
+    """The result of dynvm.explain(fn)(*args, **kwargs): graph_count, graph_break_count,
+    break_reasons (BreakReason), ops_per_graph (lists of op names), guards (their
+    descriptions), cuda_graphs (mode="reduce-overhead": per graph, whether it replays as a
+    CUDA graph, or why not) and note (why the numbers are what they are, when that needs
+    saying)."""
+
+    FIELDS = ("graph_count", "graph_break_count", "break_reasons", "ops_per_graph", "guards",
+              "cuda_graphs", "note")
+
+    def __init__(self, graph_count=0, graph_break_count=0, break_reasons=None,
+                 ops_per_graph=None, guards=None, cuda_graphs=None, note=""):
+        self.graph_count = graph_count
+        self.graph_break_count = graph_break_count
+        self.break_reasons = [] if break_reasons is None else break_reasons
+        self.ops_per_graph = [] if ops_per_graph is None else ops_per_graph
+        self.guards = [] if guards is None else guards
+        self.cuda_graphs = [] if cuda_graphs is None else cuda_graphs
+        self.note = note
+
+    def __eq__(self, other):
+        if not isinstance(other, ExplainOutput):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self.FIELDS)
+
+    def __repr__(self):
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.FIELDS)
+        return f"ExplainOutput({fields})"
 
     @classmethod
     def from_native(cls, native):
         """Builds the report from dynvm._C.CompiledFunction.explain()'s dictionary."""
-        ops = [_OP.findall(text) for text in native["graphs"]]
+        ops = [_op_names(text) for text in native["graphs"]]
         return cls(
             graph_count=len(native["graphs"]),
             graph_break_count=len(native["breaks"]),

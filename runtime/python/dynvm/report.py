@@ -1,6 +1,5 @@
 """The report `dynvm run` gives at exit: what was compiled, where it broke, and time spent."""
 
-import json
 import os
 
 from dynvm import _native, _version, backends, config
@@ -23,8 +22,13 @@ def compile_status(compile_requested, backend):
 
 def build(run, stats, time_running_s):
     """The report as a JSON-ready dict. `run` is the _cli.RunSettings of this run."""
+    import sys
+
     status = compile_status(run.compile, run.backend)
     from dynvm import _cli
+
+    if status == "compiled" and _cli.effective_backend() is None and "torch" not in sys.modules:
+        status = "the script never imported torch, so there was nothing to compile"
 
     effective = _cli.effective_backend()
     if run.compile and not config.disabled() and effective is not None:
@@ -116,6 +120,8 @@ def format_text(report):
 
 def write_json(report, path):
     """Writes the report to `path` as JSON."""
+    import json  # here: json imports re, which `dynvm run` need not load before the script
+
     with open(path, "w", encoding="utf-8") as out:
         json.dump(report, out, indent=2)
         out.write("\n")

@@ -1,18 +1,30 @@
 """Counters of what dynvm compiled in this process, read by the run report, cleared by reset()."""
 
-import dataclasses
 
-
-@dataclasses.dataclass
 class CompileStats:
-    """What was compiled so far. Lists hold one dict per event."""
+    """What was compiled so far. Lists hold one dict per event (graph_breaks and
+    recompiles: reason, filename, lineno). A plain class: `dynvm run` imports this module
+    before the script starts, and dataclasses cost 30 ms of start-up."""
 
-    frames_compiled: int = 0
-    graphs: list = dataclasses.field(default_factory=list)
-    graph_breaks: list = dataclasses.field(default_factory=list)  # reason, filename, lineno
-    recompiles: list = dataclasses.field(default_factory=list)  # reason, filename, lineno
-    cache_hits: int = 0
-    time_tracing_s: float = 0.0
+    FIELDS = ("frames_compiled", "graphs", "graph_breaks", "recompiles", "cache_hits",
+              "time_tracing_s")
+
+    def __init__(self):
+        self.frames_compiled = 0
+        self.graphs = []
+        self.graph_breaks = []
+        self.recompiles = []
+        self.cache_hits = 0
+        self.time_tracing_s = 0.0
+
+    def __eq__(self, other):
+        if not isinstance(other, CompileStats):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self.FIELDS)
+
+    def __repr__(self):
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.FIELDS)
+        return f"CompileStats({fields})"
 
 
 _current = CompileStats()
@@ -26,5 +38,5 @@ def current():
 def clear():
     """Sets every counter back to zero, in place."""
     fresh = CompileStats()
-    for field in dataclasses.fields(CompileStats):
-        setattr(_current, field.name, getattr(fresh, field.name))
+    for field in CompileStats.FIELDS:
+        setattr(_current, field, getattr(fresh, field))

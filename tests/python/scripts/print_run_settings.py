@@ -1,9 +1,8 @@
 """Prints the options `dynvm run` handed to the dynvm package, as JSON."""
-import dataclasses
 import json
 
 from dynvm import _cli
 
-settings = dataclasses.asdict(_cli.current_run())
-del settings["pid"], settings["started"]
+run = _cli.current_run()
+settings = {name: getattr(run, name) for name in run.FIELDS if name not in ("pid", "started")}
 print(json.dumps(settings))
