@@ -8,11 +8,12 @@ import time
 # Imported now, while sys.path does not yet hold the script's directory, so a
 # json.py next to the user's script cannot replace the one the report needs.
 from dynvm import config, report, stats
+from dynvm._record import Record
 
 REPORT_FORMATS = ("text", "json", "none")
 
 
-class RunSettings:
+class RunSettings(Record):
     """The validated options of one `dynvm run`. Paths are absolute. report_file is a str
     when report == "json", else None; graphs_dir a str or None. (A plain class: this
     module is imported before every script, and dataclasses cost 30 ms of start-up.)"""
@@ -26,9 +27,6 @@ class RunSettings:
         if missing or unknown:
             raise TypeError(f"RunSettings: missing {sorted(missing)}, unknown {sorted(unknown)}")
         self.__dict__.update(fields)
-
-    def __repr__(self):
-        return "RunSettings(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self.FIELDS) + ")"
 
 
 _current_run = None

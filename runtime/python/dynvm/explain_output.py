@@ -2,6 +2,8 @@
 
 import collections
 
+from dynvm._record import Record
+
 # Plain classes, not dataclasses, and `re` imported on first use: `import dynvm` (and so
 # `dynvm run`) stays quick.
 
@@ -21,7 +23,7 @@ def _op_names(graph_text):
     return re.findall(r"= ([A-Za-z_][\w]*::[\w.]+)\(", graph_text)
 
 
-class ExplainOutput:
+class ExplainOutput(Record):
     """The result of dynvm.explain(fn)(*args, **kwargs): graph_count, graph_break_count,
     break_reasons (BreakReason), ops_per_graph (lists of op names), guards (their
     descriptions), cuda_graphs (mode="reduce-overhead": per graph, whether it replays as a
@@ -41,14 +43,6 @@ class ExplainOutput:
         self.cuda_graphs = [] if cuda_graphs is None else cuda_graphs
         self.note = note
 
-    def __eq__(self, other):
-        if not isinstance(other, ExplainOutput):
-            return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self.FIELDS)
-
-    def __repr__(self):
-        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.FIELDS)
-        return f"ExplainOutput({fields})"
 
     @classmethod
     def from_native(cls, native):

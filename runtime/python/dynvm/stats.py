@@ -1,7 +1,9 @@
 """Counters of what dynvm compiled in this process, read by the run report, cleared by reset()."""
 
+from dynvm._record import Record
 
-class CompileStats:
+
+class CompileStats(Record):
     """What was compiled so far. Lists hold one dict per event (graph_breaks and
     recompiles: reason, filename, lineno). A plain class: `dynvm run` imports this module
     before the script starts, and dataclasses cost 30 ms of start-up."""
@@ -17,14 +19,6 @@ class CompileStats:
         self.cache_hits = 0
         self.time_tracing_s = 0.0
 
-    def __eq__(self, other):
-        if not isinstance(other, CompileStats):
-            return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self.FIELDS)
-
-    def __repr__(self):
-        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.FIELDS)
-        return f"CompileStats({fields})"
 
 
 _current = CompileStats()
