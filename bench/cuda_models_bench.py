@@ -20,6 +20,10 @@ import tempfile
 import torch
 
 os.environ.setdefault("DYNVM_CACHE_DIR", tempfile.mkdtemp(prefix="dynvm-bench-cache-"))
+# Inductor's caches too (FX graphs, Triton kernels): its cold compile is then cold, as
+# ours is, even when an earlier run on the machine filled its default cache.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor-bench-cache-"))
+os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-bench-cache-"))
 import dynvm  # noqa: E402
 from timing import cuda_cold_call, cuda_median_ms  # noqa: E402
 
