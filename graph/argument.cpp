@@ -25,6 +25,11 @@ Argument Argument::int_list(const std::vector<int64_t>& items) {
   return Argument::list(std::move(list));
 }
 
+Argument Argument::sym_int(SymExpr v) {
+  if (std::optional<int64_t> fixed = v.constant_value()) return integer(*fixed);
+  return make<SymExpr>(std::move(v));
+}
+
 Argument Argument::double_list(const std::vector<double>& items) {
   std::vector<Argument> list;
   list.reserve(items.size());
@@ -54,6 +59,10 @@ Layout Argument::as_layout() const { return get_checked<Layout>(storage_, "a lay
 Value* Argument::as_value() const { return get_checked<Value*>(storage_, "a value"); }
 const std::vector<Argument>& Argument::as_list() const {
   return get_checked<std::vector<Argument>>(storage_, "a list");
+}
+
+const SymExpr& Argument::as_sym_int() const {
+  return get_checked<SymExpr>(storage_, "a symbolic int");
 }
 
 bool Argument::contains_values() const {

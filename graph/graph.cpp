@@ -48,6 +48,8 @@ Graph& Graph::operator=(Graph&& other) noexcept {
   node_storage_ = std::move(other.node_storage_);
   inputs_ = std::move(other.inputs_);
   outputs_ = std::move(other.outputs_);
+  symbols_ = std::move(other.symbols_);
+  relations_ = std::move(other.relations_);
   first_ = std::exchange(other.first_, nullptr);
   last_ = std::exchange(other.last_, nullptr);
   num_live_nodes_ = std::exchange(other.num_live_nodes_, 0);
@@ -55,11 +57,15 @@ Graph& Graph::operator=(Graph&& other) noexcept {
   other.node_storage_.clear();
   other.inputs_.clear();
   other.outputs_.clear();
+  other.symbols_.clear();
+  other.relations_.clear();
   return *this;
 }
 
 Graph Graph::clone() const {
   Graph copy;
+  copy.symbols_ = symbols_;
+  copy.relations_ = relations_;
   // Old value id -> new value; nodes are created before their arguments are filled in,
   // so a graph whose order is (wrongly) not topological still copies faithfully.
   std::vector<Value*> map(values_.size(), nullptr);
@@ -91,6 +97,25 @@ Graph Graph::clone() const {
   }
   copy.set_outputs(std::move(outputs));
   return copy;
+}
+
+int32_t Graph::add_symbol(std::string source, int64_t hint) {
+  symbols_.push_back(GraphSymbol{std::move(source), hint});
+  return static_cast<int32_t>(symbols_.size() - 1);
+}
+
+void Graph::add_relation(SymRelation relation) { relations_.push_back(std::move(relation)); }
+
+void Graph::clear_symbols() {
+  symbols_.clear();
+  relations_.clear();
+}
+
+std::vector<int64_t> Graph::symbol_hints() const {
+  std::vector<int64_t> hints;
+  hints.reserve(symbols_.size());
+  for (const GraphSymbol& s : symbols_) hints.push_back(s.hint);
+  return hints;
 }
 
 Value* Graph::add_input(std::string name, ValueType type) {

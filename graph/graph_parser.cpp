@@ -29,7 +29,7 @@ class Parser {
   explicit Parser(std::string_view text) : text_(text) {}
 
   Expected<Graph> parse() {
-    if (!parse_header() || !parse_body()) return *error_;
+    if (!parse_symbols() || !parse_header() || !parse_body()) return *error_;
     return std::move(graph_);
   }
 
@@ -283,21 +283,31 @@ class Parser {
     if (!expect('[', "before the sizes")) return false;
     skip_space();
     size_t sizes_at = pos_;
-    if (!parse_int_list(']', meta.sizes, "size")) return false;
+    std::vector<SymExpr> sizes;
+    if (!parse_expr_list(']', sizes, "size")) return false;
+    bool symbolic = false;
+    if (!hint_values(sizes, meta.sizes, symbolic, sizes_at)) return false;
     for (int64_t size : meta.sizes) {
       if (size < 0) return fail_at(sizes_at, "sizes must not be negative");
     }
+    std::vector<SymExpr> strides;
     if (consume('{')) {
       skip_space();
       size_t strides_at = pos_;
-      if (!parse_int_list('}', meta.strides, "stride")) return false;
-      if (meta.strides.size() != meta.sizes.size()) {
-        return fail_at(strides_at, "expected " + std::to_string(meta.sizes.size()) +
+      if (!parse_expr_list('}', strides, "stride")) return false;
+      if (strides.size() != sizes.size()) {
+        return fail_at(strides_at, "expected " + std::to_string(sizes.size()) +
                                        " strides (one per size), found " +
-                                       std::to_string(meta.strides.size()));
+                                       std::to_string(strides.size()));
       }
+      if (!hint_values(strides, meta.strides, symbolic, strides_at)) return false;
     } else {
+      strides = row_major_sym_strides(sizes);
       meta.strides = row_major_strides(meta.sizes);
+    }
+    if (symbolic) {
+      meta.sym_sizes = std::move(sizes);
+      meta.sym_strides = std::move(strides);
     }
     if (!parse_device(meta.device, "a device (cpu, cuda:0, meta) after the tensor sizes")) {
       return false;
@@ -325,6 +335,107 @@ class Parser {
     if (index < 0 || index > Device::kMaxIndex)
       return fail_at(index_at, "device index out of range");
     device.index = static_cast<int32_t>(index);
+    return true;
+  }
+
+  // --- dynamic shapes: `symbol s0 = 7 from "L['x'].size()[1]"` and `assume s0 > 256`
+  // lines before the header, symbols numbered in order.
+  bool parse_symbols() {
+    while (true) {
+      skip_space();
+      size_t start = pos_;
+      std::string_view word = read_word();
+      if (word == "symbol") {
+        skip_space();
+        size_t name_at = pos_;
+        std::string_view name = read_word();
+        std::string expected = "s" + std::to_string(graph_.symbols().size());
+        if (name != expected) {
+          return fail_at(name_at, "expected the symbol " + expected +
+                                      " (symbols are numbered "
+                                      "in order), found '" +
+                                      std::string(name) + "'");
+        }
+        if (!expect('=', "after the symbol's name")) return false;
+        skip_space();
+        int64_t hint = 0;
+        if (!read_int(hint, "the symbol's value at the trace")) return false;
+        if (!consume_word("from")) return fail("expected 'from' after the symbol's value");
+        skip_space();
+        std::string source;
+        if (!parse_string(source)) return false;
+        graph_.add_symbol(std::move(source), hint);
+      } else if (word == "assume") {
+        skip_space();
+        size_t at = pos_;
+        while (!at_end() && text_[pos_] != '\n' && text_[pos_] != '#') ++pos_;
+        Expected<SymRelation> relation = parse_sym_relation(text_.substr(at, pos_ - at));
+        if (!relation) return fail_at(at, relation.error().message);
+        if (!check_symbols(*relation, at)) return false;
+        graph_.add_relation(std::move(*relation));
+      } else {
+        pos_ = start;
+        return true;
+      }
+    }
+  }
+
+  bool check_symbols(const SymRelation& relation, size_t at) {
+    return check_symbols(relation.lhs, at) && check_symbols(relation.rhs, at);
+  }
+
+  bool check_symbols(const SymExpr& expr, size_t at) {
+    for (int32_t id : expr.symbols()) {
+      if (static_cast<size_t>(id) >= graph_.symbols().size()) {
+        return fail_at(at, "s" + std::to_string(id) + " is not a declared symbol");
+      }
+    }
+    return true;
+  }
+
+  // A SymExpr running to the next `,` or closing bracket outside parentheses.
+  bool parse_expr_item(SymExpr& out, const std::string& what) {
+    skip_space();
+    size_t start = pos_;
+    int depth = 0;
+    while (!at_end()) {
+      char c = text_[pos_];
+      if (c == '(') ++depth;
+      if (c == ')' && depth-- == 0) break;
+      if (depth == 0 && (c == ',' || c == ']' || c == '}' || c == '\n')) break;
+      ++pos_;
+    }
+    if (pos_ == start) return fail_at(start, "expected " + what + ", found " + describe_next());
+    Expected<SymExpr> expr = parse_sym_expr(text_.substr(start, pos_ - start));
+    if (!expr) return fail_at(start, "in " + what + ": " + expr.error().message);
+    if (!check_symbols(*expr, start)) return false;
+    out = std::move(*expr);
+    return true;
+  }
+
+  bool parse_expr_list(char close, std::vector<SymExpr>& items, const std::string& what) {
+    if (consume(close)) return true;
+    while (true) {
+      SymExpr item;
+      if (!parse_expr_item(item, "a " + what)) return false;
+      items.push_back(std::move(item));
+      if (consume(close)) return true;
+      if (!expect(',', std::string("or '") + close + "' in a list of " + what + "s")) return false;
+    }
+  }
+
+  // Concrete values of `exprs` at the symbols' hints, into `out`; `symbolic` tells whether
+  // any of them reads a symbol.
+  bool hint_values(const std::vector<SymExpr>& exprs, std::vector<int64_t>& out, bool& symbolic,
+                   size_t at) {
+    std::vector<int64_t> hints = graph_.symbol_hints();
+    out.clear();
+    for (const SymExpr& e : exprs) {
+      symbolic = symbolic || !e.is_constant();
+      std::optional<int64_t> v = e.evaluate(hints);
+      if (!v) return fail_at(at, "cannot evaluate " + e.to_string() + " at the symbols' values");
+      out.push_back(*v);
+    }
     return true;
   }
 
@@ -503,6 +614,13 @@ class Parser {
       return true;
     }
     std::string_view word = read_word();
+    if (word == "sym" && consume('(')) {
+      SymExpr expr;
+      if (!parse_expr_item(expr, "a symbolic int")) return false;
+      if (!expect(')', "after the symbolic int")) return false;
+      argument = Argument::sym_int(std::move(expr));
+      return true;
+    }
     if (word == "None") {
       argument = Argument::none();
     } else if (word == "True" || word == "False") {

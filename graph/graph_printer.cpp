@@ -16,6 +16,13 @@ void append_int_list(std::string& out, const std::vector<int64_t>& items) {
   }
 }
 
+void append_expr_list(std::string& out, const std::vector<SymExpr>& items) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += items[i].to_string();
+  }
+}
+
 }  // namespace
 
 std::string format_double(double value) {
@@ -68,11 +75,19 @@ std::string to_text(const ValueType& type) {
   const TensorMeta& meta = *type.meta;
   std::string out(dtype_short_name(meta.dtype));
   out += '[';
-  append_int_list(out, meta.sizes);
+  if (meta.is_symbolic()) {
+    append_expr_list(out, meta.sym_sizes);
+  } else {
+    append_int_list(out, meta.sizes);
+  }
   out += ']';
   if (!meta.has_row_major_strides()) {
     out += '{';
-    append_int_list(out, meta.strides);
+    if (meta.is_symbolic()) {
+      append_expr_list(out, meta.sym_strides);
+    } else {
+      append_int_list(out, meta.strides);
+    }
     out += '}';
   }
   out += ' ';
@@ -103,6 +118,8 @@ std::string to_text(const Argument& argument, const ValueNames& names) {
       return "torch." + std::string(layout_name(argument.as_layout()));
     case Argument::Kind::Value:
       return names(argument.as_value());
+    case Argument::Kind::SymInt:
+      return "sym(" + argument.as_sym_int().to_string() + ")";
     case Argument::Kind::List: {
       std::string out = "[";
       const auto& items = argument.as_list();
@@ -140,7 +157,16 @@ std::string to_text(const Node& node, const ValueNames& names) {
 
 std::string to_text(const Graph& graph) {
   ValueNames names(graph);
-  std::string out = "graph(";
+  std::string out;
+  for (size_t i = 0; i < graph.symbols().size(); ++i) {
+    const GraphSymbol& symbol = graph.symbols()[i];
+    out += "symbol s" + std::to_string(i) + " = " + std::to_string(symbol.hint) + " from " +
+           quote_string(symbol.source) + "\n";
+  }
+  for (const SymRelation& relation : graph.relations()) {
+    out += "assume " + relation.to_string() + "\n";
+  }
+  out += "graph(";
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
     if (i > 0) out += ", ";
     const Value* input = graph.inputs()[i];

@@ -372,4 +372,81 @@ class Parser {
 
 Expected<SymExpr> parse_sym_expr(std::string_view text) { return Parser(text).parse(); }
 
+const char* relation_op_text(SymRelation::Op op) {
+  switch (op) {
+    case SymRelation::Op::Eq:
+      return "==";
+    case SymRelation::Op::Ne:
+      return "!=";
+    case SymRelation::Op::Lt:
+      return "<";
+    case SymRelation::Op::Le:
+      return "<=";
+    case SymRelation::Op::Gt:
+      return ">";
+    case SymRelation::Op::Ge:
+      return ">=";
+  }
+  return "?";
+}
+
+std::optional<bool> SymRelation::holds(const std::vector<int64_t>& values) const {
+  std::optional<int64_t> a = lhs.evaluate(values);
+  std::optional<int64_t> b = rhs.evaluate(values);
+  if (!a || !b) return std::nullopt;
+  switch (op) {
+    case Op::Eq:
+      return *a == *b;
+    case Op::Ne:
+      return *a != *b;
+    case Op::Lt:
+      return *a < *b;
+    case Op::Le:
+      return *a <= *b;
+    case Op::Gt:
+      return *a > *b;
+    case Op::Ge:
+      return *a >= *b;
+  }
+  return std::nullopt;
+}
+
+std::string SymRelation::to_string() const {
+  return lhs.to_string() + " " + relation_op_text(op) + " " + rhs.to_string();
+}
+
+Expected<SymRelation> parse_sym_relation(std::string_view text) {
+  // The operator is the first of = ! < > outside parentheses (expressions hold none).
+  int depth = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (depth != 0 || (c != '=' && c != '!' && c != '<' && c != '>')) continue;
+    bool two = i + 1 < text.size() && text[i + 1] == '=';
+    SymRelation r;
+    if (c == '=' && two) {
+      r.op = SymRelation::Op::Eq;
+    } else if (c == '!' && two) {
+      r.op = SymRelation::Op::Ne;
+    } else if (c == '<') {
+      r.op = two ? SymRelation::Op::Le : SymRelation::Op::Lt;
+    } else if (c == '>') {
+      r.op = two ? SymRelation::Op::Ge : SymRelation::Op::Gt;
+    } else {
+      return make_error("expected ==, !=, <, <=, > or >= in the relation '" + std::string(text) +
+                        "'");
+    }
+    Expected<SymExpr> lhs = parse_sym_expr(text.substr(0, i));
+    if (!lhs) return lhs.error();
+    Expected<SymExpr> rhs = parse_sym_expr(text.substr(i + (two ? 2 : 1)));
+    if (!rhs) return rhs.error();
+    r.lhs = std::move(*lhs);
+    r.rhs = std::move(*rhs);
+    return r;
+  }
+  return make_error("expected a relation (lhs ==, !=, <, <=, > or >= rhs), found '" +
+                    std::string(text) + "'");
+}
+
 }  // namespace dynvm::graph

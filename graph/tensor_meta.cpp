@@ -24,7 +24,10 @@ int64_t TensorMeta::numel() const {
   return static_cast<int64_t>(n);
 }
 
-bool TensorMeta::has_row_major_strides() const { return strides == row_major_strides(sizes); }
+bool TensorMeta::has_row_major_strides() const {
+  if (is_symbolic()) return sym_strides == row_major_sym_strides(sym_sizes);
+  return strides == row_major_strides(sizes);
+}
 
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> strides(sizes.size());
@@ -32,6 +35,17 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& sizes) {
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = static_cast<int64_t>(stride);
     stride *= sizes[i] > 1 ? static_cast<uint64_t>(sizes[i]) : 1;
+  }
+  return strides;
+}
+
+std::vector<SymExpr> row_major_sym_strides(const std::vector<SymExpr>& sizes) {
+  std::vector<SymExpr> strides(sizes.size());
+  SymExpr stride = SymExpr::constant(1);
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = stride;
+    std::optional<int64_t> fixed = sizes[i].constant_value();
+    if (!fixed || *fixed > 1) stride = stride * sizes[i];
   }
   return strides;
 }

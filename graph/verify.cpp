@@ -59,6 +59,42 @@ class Verifier {
         break;
       }
     }
+    if (meta->is_symbolic()) check_symbolic(*meta, names_(&value), where);
+  }
+
+  // Symbolic sizes and strides: one each per dimension, reading declared symbols only, and
+  // equal to the concrete sizes and strides at the symbols' hints.
+  void check_symbolic(const TensorMeta& meta, const std::string& name, const std::string& where) {
+    if (meta.sym_sizes.size() != meta.sizes.size() ||
+        meta.sym_strides.size() != meta.strides.size()) {
+      report(where + ": " + name + " has symbolic sizes or strides not one per dimension");
+      return;
+    }
+    std::vector<int64_t> hints = graph_.symbol_hints();
+    auto check = [&](const std::vector<SymExpr>& exprs, const std::vector<int64_t>& values,
+                     const char* what) {
+      for (size_t d = 0; d < exprs.size(); ++d) {
+        if (!check_symbols_declared(exprs[d], where)) return;
+        std::optional<int64_t> v = exprs[d].evaluate(hints);
+        if (!v || *v != values[d]) {
+          report(where + ": " + name + "'s " + what + " " + exprs[d].to_string() + " is not " +
+                 std::to_string(values[d]) + " at the symbols' values");
+          return;
+        }
+      }
+    };
+    check(meta.sym_sizes, meta.sizes, "size");
+    check(meta.sym_strides, meta.strides, "stride");
+  }
+
+  bool check_symbols_declared(const SymExpr& expr, const std::string& where) {
+    for (int32_t id : expr.symbols()) {
+      if (static_cast<size_t>(id) >= graph_.symbols().size()) {
+        report(where + ": s" + std::to_string(id) + " is not a symbol of the graph");
+        return false;
+      }
+    }
+    return true;
   }
 
   void check_inputs() {

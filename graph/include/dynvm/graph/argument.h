@@ -14,6 +14,7 @@
 
 #include "dynvm/graph/device.h"
 #include "dynvm/graph/dtype.h"
+#include "dynvm/graph/sym_expr.h"
 #include "dynvm/graph/tensor_options.h"
 
 namespace dynvm::graph {
@@ -35,6 +36,7 @@ class Argument {
     Layout,
     Value,
     List,
+    SymInt,  // an integer over the graph's symbols (dynamic shapes): `sym(2*s0)` in text
   };
 
   Argument() = default;  // None
@@ -55,6 +57,8 @@ class Argument {
   static Argument list(std::vector<Argument> items) {
     return make<std::vector<Argument>>(std::move(items));
   }
+  // A constant expression becomes a plain integer.
+  static Argument sym_int(SymExpr v);
   static Argument int_list(const std::vector<int64_t>& items);
   static Argument double_list(const std::vector<double>& items);
   // A Tensor[] or Tensor?[] argument; nullptr entries become None.
@@ -76,6 +80,7 @@ class Argument {
   Layout as_layout() const;
   Value* as_value() const;
   const std::vector<Argument>& as_list() const;
+  const SymExpr& as_sym_int() const;
 
   // Calls fn(Value*) for every value in this argument, nested lists included, in order.
   template <typename Fn>
@@ -97,8 +102,8 @@ class Argument {
   friend class Node;
 
   using Storage = std::variant<std::monostate, bool, int64_t, double, std::string, DType, Device,
-                               MemoryFormat, Layout, Value*, std::vector<Argument>>;
-  static_assert(std::variant_size_v<Storage> == static_cast<size_t>(Kind::List) + 1,
+                               MemoryFormat, Layout, Value*, std::vector<Argument>, SymExpr>;
+  static_assert(std::variant_size_v<Storage> == static_cast<size_t>(Kind::SymInt) + 1,
                 "Kind lists the alternatives of Storage in order");
 
   template <typename T, typename V>

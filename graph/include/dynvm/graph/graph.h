@@ -15,6 +15,16 @@
 
 namespace dynvm::graph {
 
+// A size symbol of a graph with dynamic shapes: where its value comes from on each call
+// (a guard source's text, "L['x'].size()[1]") and the value the trace saw.
+struct GraphSymbol {
+  std::string source;
+  int64_t hint = 0;
+  friend bool operator==(const GraphSymbol& a, const GraphSymbol& b) {
+    return a.source == b.source && a.hint == b.hint;
+  }
+};
+
 // Iterates the live nodes of a graph in program order. Removing the node being visited
 // is allowed; inserting or removing others while iterating is not.
 template <typename NodeT>
@@ -77,6 +87,18 @@ class Graph {
   const std::vector<Value*>& inputs() const { return inputs_; }
   Value* find_input(std::string_view name) const;  // nullptr when there is none
 
+  // --- dynamic shapes: symbol s<i> is symbols()[i]; relations hold on every call the
+  // graph serves (the trace's branches on sizes). A graph without symbols has fixed sizes.
+  int32_t add_symbol(std::string source, int64_t hint);
+  const std::vector<GraphSymbol>& symbols() const { return symbols_; }
+  void add_relation(SymRelation relation);
+  const std::vector<SymRelation>& relations() const { return relations_; }
+  bool is_symbolic() const { return !symbols_.empty(); }
+  // The symbols' hints, as SymExpr::evaluate takes them.
+  std::vector<int64_t> symbol_hints() const;
+  // Forgets the symbols and relations (specialize_shapes, once nothing refers to them).
+  void clear_symbols();
+
   // --- nodes, in program order
   Node* append(std::string op, std::vector<Argument> args, std::vector<ValueType> output_types,
                std::vector<KeywordArgument> kwargs = {});
@@ -124,6 +146,8 @@ class Graph {
   std::vector<std::unique_ptr<Node>> node_storage_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
+  std::vector<GraphSymbol> symbols_;
+  std::vector<SymRelation> relations_;
   Node* first_ = nullptr;
   Node* last_ = nullptr;
   size_t num_live_nodes_ = 0;

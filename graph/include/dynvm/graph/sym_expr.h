@@ -89,4 +89,27 @@ class SymExpr {
 // what was expected where.
 Expected<SymExpr> parse_sym_expr(std::string_view text);
 
+// lhs <op> rhs over SymExprs: a branch the trace took on sizes (`s0 > 256`, `s0 == s1`),
+// which every call the graph serves must satisfy.
+struct SymRelation {
+  enum class Op : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
+  SymExpr lhs;
+  Op op = Op::Eq;
+  SymExpr rhs;
+
+  // Whether it holds with symbol i bound to values[i]; nullopt when it cannot be
+  // evaluated (a symbol unbound, a division by zero).
+  std::optional<bool> holds(const std::vector<int64_t>& values) const;
+  std::string to_string() const;  // "s0 > 256"
+  friend bool operator==(const SymRelation& a, const SymRelation& b) {
+    return a.op == b.op && a.lhs == b.lhs && a.rhs == b.rhs;
+  }
+};
+
+// "==", "!=", "<", "<=", ">", ">=".
+const char* relation_op_text(SymRelation::Op op);
+
+// Parses "lhs <op> rhs" as the printer writes it.
+Expected<SymRelation> parse_sym_relation(std::string_view text);
+
 }  // namespace dynvm::graph
