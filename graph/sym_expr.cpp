@@ -149,6 +149,23 @@ SymExpr SymExpr::mod(const SymExpr& a, const SymExpr& b) {
   return atom(std::move(r));
 }
 
+SymExpr SymExpr::extremum(bool maximum, const SymExpr& a, const SymExpr& b) {
+  if (a == b) return a;
+  auto x = a.constant_value();
+  auto y = b.constant_value();
+  if (x && y) return constant(maximum ? std::max(*x, *y) : std::min(*x, *y));
+  Atom m;
+  m.kind = maximum ? Atom::Kind::Max : Atom::Kind::Min;
+  // Commutative: operands in canonical order, so max(a, b) and max(b, a) compare equal.
+  bool swap = b < a;
+  m.lhs = std::make_shared<const SymExpr>(swap ? b : a);
+  m.rhs = std::make_shared<const SymExpr>(swap ? a : b);
+  return atom(std::move(m));
+}
+
+SymExpr SymExpr::max(const SymExpr& a, const SymExpr& b) { return extremum(true, a, b); }
+SymExpr SymExpr::min(const SymExpr& a, const SymExpr& b) { return extremum(false, a, b); }
+
 std::optional<int64_t> SymExpr::constant_value() const {
   if (terms_.empty()) return 0;
   if (terms_.size() == 1 && terms_.begin()->first.empty()) return terms_.begin()->second;
@@ -182,8 +199,13 @@ std::optional<int64_t> SymExpr::evaluate(const std::vector<int64_t>& values) con
       } else {
         std::optional<int64_t> l = a.lhs->evaluate(values);
         std::optional<int64_t> r = a.rhs->evaluate(values);
-        if (!l || !r || *r == 0) return std::nullopt;
-        v = a.kind == Atom::Kind::FloorDiv ? floor_div(*l, *r) : floor_mod(*l, *r);
+        if (!l || !r) return std::nullopt;
+        if (a.kind == Atom::Kind::Max || a.kind == Atom::Kind::Min) {
+          v = a.kind == Atom::Kind::Max ? std::max(*l, *r) : std::min(*l, *r);
+        } else {
+          if (*r == 0) return std::nullopt;
+          v = a.kind == Atom::Kind::FloorDiv ? floor_div(*l, *r) : floor_mod(*l, *r);
+        }
       }
       for (int32_t e = 0; e < exponent; ++e) product *= *v;
     }
@@ -202,6 +224,10 @@ std::string SymExpr::atom_text(const Atom& a) {
                      e.terms_.begin()->first.size() == 1 && e.terms_.begin()->first[0].second == 1;
     return (value && *value >= 0) || lone_atom ? text : "(" + text + ")";
   };
+  if (a.kind == Atom::Kind::Max || a.kind == Atom::Kind::Min) {
+    return std::string(a.kind == Atom::Kind::Max ? "max(" : "min(") + a.lhs->to_string() + ", " +
+           a.rhs->to_string() + ")";
+  }
   return "(" + operand(*a.lhs) + (a.kind == Atom::Kind::FloorDiv ? " // " : " % ") +
          operand(*a.rhs) + ")";
 }
@@ -252,7 +278,7 @@ namespace {
 
 // expr := term (('+' | '-') term)*; term := unary (('*' | '//' | '%') unary)*;
 // unary := '-' unary | power; power := primary ('**' integer)?;
-// primary := integer | 's' integer | '(' expr ')'.
+// primary := integer | 's' integer | '(' expr ')' | ('max' | 'min') '(' expr ',' expr ')'.
 class Parser {
  public:
   explicit Parser(std::string_view text) : text_(text) {}
@@ -345,6 +371,14 @@ class Parser {
     return out;
   }
   SymExpr primary() {
+    for (const char* name : {"max(", "min("}) {
+      if (!eat(name)) continue;
+      SymExpr a = expr();
+      if (!eat(",")) fail("',' between the operands of " + std::string(name, 3));
+      SymExpr b = expr();
+      if (!eat(")")) fail("')'");
+      return name[1] == 'a' ? SymExpr::max(a, b) : SymExpr::min(a, b);
+    }
     if (eat("(")) {
       SymExpr e = expr();
       if (!eat(")")) fail("')'");

@@ -18,6 +18,7 @@
 #include "dynvm/runtime/code_extra.h"
 #include "dynvm/runtime/compile_progress.h"
 #include "dynvm/runtime/concrete_step.h"
+#include "dynvm/runtime/dynamic_dims.h"
 #include "dynvm/runtime/frame_hook.h"
 #include "dynvm/runtime/graph_files.h"
 #include "dynvm/runtime/run_report.h"
@@ -108,6 +109,11 @@ struct CodeCache {
   std::set<std::string> dynamic_sources;
   // Floats read through attributes or keys, by source: how often each changed.
   std::map<std::string, int> float_changes;
+  // Dynamic shapes: dimensions of input tensors whose size changed between calls, traced
+  // symbolically from then on; fixed_sizes: a symbolic trace of this code could not be
+  // guarded, so its traces keep fixed sizes.
+  DynamicDims dynamic_dims;
+  bool fixed_sizes = false;
   // The segment at the frame's start for the backend and mode used last: the hot path.
   Segment* entry_segment = nullptr;
   std::string entry_backend;
@@ -120,6 +126,8 @@ CodeCache* cache_for(PyObject* code, bool create) {
     cache->entry_segment = nullptr;
     cache->segments.clear();
     cache->skip = false;
+    cache->dynamic_dims.clear();
+    cache->fixed_sizes = false;
     cache->epoch = current_epoch();
   }
   return cache;
@@ -254,6 +262,13 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
       if (!changing.in_frame && (i != 0 || ++cache.float_changes[changing.source] < 2)) continue;
       if (cache.dynamic_sources.insert(changing.source).second) changed.insert(changing.source);
     }
+    // A tensor whose sizes changed: those dimensions are symbolic in the next trace, which
+    // serves every size. The variants that fixed them stay (at most one a dimension went
+    // dynamic after): they still serve their own size, which the symbolic variant's
+    // relations may exclude.
+    if (options.dynamic == -1 && !cache.fixed_sizes) {
+      add_changed_dims(*variants[0], why, inputs, &cache.dynamic_dims);
+    }
     for (const std::string& changing : changed) {
       // Variants that hold the number as a constant only serve that one value again: the
       // next trace reads it as opaque and serves every value, so they go (or, one per
@@ -298,7 +313,29 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     auto t0 = Clock::now();  // the hook is paused (above)
     vm::TraceOptions trace_options;
     trace_options.dynamic_sources = cache.dynamic_sources;
+    if (options.dynamic != 0 && !cache.fixed_sizes) {
+      trace_options.all_dims_dynamic = options.dynamic == 1;
+      trace_options.dynamic_dims = cache.dynamic_dims;
+      if (start == 0) {
+        std::vector<std::string> names;
+        for (int i = 0; i < argcount; ++i) {
+          names.push_back(cache.info->localsplus[static_cast<size_t>(i)].name);
+        }
+        add_marked_dims(fs.locals, names, &trace_options.dynamic_dims);
+      }
+    }
     trace = vm::trace_frame(fs, trace_options);
+    if (!trace.symbolic_failure.empty()) {
+      // Sizes the trace branched on in a way dynvm cannot guard: fixed sizes from now on.
+      if (log_enabled("recompiles")) {
+        std::fprintf(stderr, "dynvm: %s keeps fixed sizes: %s\n", code_name(code).c_str(),
+                     trace.symbolic_failure.c_str());
+      }
+      cache.fixed_sizes = true;
+      trace_options.all_dims_dynamic = false;
+      trace_options.dynamic_dims.clear();
+      trace = vm::trace_frame(fs, trace_options);
+    }
     run_report().trace_ns += nanoseconds_since(t0);
   }
   if (trace.graph_break) {

@@ -10,6 +10,7 @@
 
 #include "dynvm/codegen/compiled_graph.h"
 #include "dynvm/codegen/run_glue.h"
+#include "dynvm/graph/specialize_shapes.h"
 #include "dynvm/runtime/compiled_function.h"
 #include "dynvm/runtime/cuda_graph_replay.h"
 #include "dynvm/runtime/frame_hook.h"
@@ -88,12 +89,38 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
   const GuardGluePolicy& policy = guard_glue_policy();
   bool compiles = policy.enabled && v->trace_.guards.size() <= policy.max_guards;
   v->checks_before_glue_ = compiles ? policy.after_checks : -1;
+  v->backend_ = backend;
+  v->mode_ = mode;
   if (!v->eager()) {
-    auto executor =
-        codegen::CompiledGraph::build(v->trace_.graph, backend, v->trace_.grad_enabled_at_start,
-                                      /*autotune=*/mode == "max-autotune");
+    const graph::Graph& traced = v->trace_.graph;
+    bool symbolic = traced.is_symbolic();
+    // A graph with dynamic shapes runs specialized to each call's sizes (executor_for);
+    // the trace's own sizes are the first.
+    Expected<graph::Graph> at_hints =
+        symbolic ? graph::specialize_shapes(traced, traced.symbol_hints()) : graph::Graph();
+    if (!at_hints) return at_hints.error();
+    auto executor = codegen::CompiledGraph::build(symbolic ? *at_hints : traced, backend,
+                                                  v->trace_.grad_enabled_at_start,
+                                                  /*autotune=*/mode == "max-autotune");
     if (!executor) return executor.error();
     v->executor_ = std::move(executor).value();
+    if (symbolic) {
+      v->symbol_inputs_.assign(traced.symbols().size(), {-1, -1});
+      for (size_t i = 0; i < traced.inputs().size(); ++i) {
+        const graph::TensorMeta* meta = traced.inputs()[i]->meta();
+        if (meta == nullptr || !meta->is_symbolic()) continue;
+        for (size_t d = 0; d < meta->sym_sizes.size(); ++d) {
+          std::vector<int32_t> used = meta->sym_sizes[d].symbols();
+          if (used.size() != 1 || meta->sym_sizes[d] != graph::SymExpr::symbol(used[0])) continue;
+          auto& binding = v->symbol_inputs_[static_cast<size_t>(used[0])];
+          if (binding.first < 0) binding = {static_cast<int>(i), static_cast<int>(d)};
+        }
+      }
+      for (const auto& binding : v->symbol_inputs_) {
+        if (binding.first < 0) return make_error("dynamic shapes: a size symbol no input gives");
+      }
+      v->specializations_[traced.symbol_hints()] = Specialization{v->executor_, 0};
+    }
     bool bindable = true;  // every graph input comes from a guarded source or is captured
     for (const vm::InputBinding& binding : v->trace_.inputs) {
       v->input_slots_.push_back(binding.source ? v->input_sources_.intern(binding.source) : -1);
@@ -106,7 +133,8 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
     }
     // max-autotune also replays CUDA graphs, as torch.compile's does.
     if ((mode == "reduce-overhead" || mode == "max-autotune") && v->trace_.graph.num_nodes() > 0) {
-      v->cuda_graph_why_not_ = backend != "dynvm"
+      v->cuda_graph_why_not_ = symbolic ? "the graph has dynamic shapes"
+                               : backend != "dynvm"
                                    ? "backend '" + backend + "' runs the graph op by op"
                                : v->executor_->records_autograd()
                                    ? "autograd records the graph (an input requires grad)"
@@ -122,7 +150,8 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
     }
     // A CUDA graph's run, and one autograd records, go through run_graph, not the guards'
     // native function.
-    if (policy.run && bindable && !v->cuda_graph_ && !v->executor_->records_autograd()) {
+    if (policy.run && bindable && !symbolic && !v->cuda_graph_ &&
+        !v->executor_->records_autograd()) {
       v->glue_run_.graph = v->executor_.get();
       v->glue_run_.pack = packable(v->trace_) ? &v->trace_.output : nullptr;
     }
@@ -421,21 +450,69 @@ bool Variant::run_graph(const vm::FrameInputs& inputs, const GlueValues* checked
       tensors.push_back(THPVariable_Unpack(object));
     }
   }
+  std::shared_ptr<codegen::CompiledGraph> executor = executor_;
+  if (!symbol_inputs_.empty()) {
+    executor = executor_for(tensors);
+    if (!executor) return false;
+  }
   try {
     if (cuda_graph_) {
       *outputs = cuda_graph_->run(tensors);
-    } else if (executor_->compiled_backward()) {
-      *outputs = run_with_compiled_backward(executor_, tensors);
-    } else if (executor_->records_autograd()) {
-      *outputs = run_with_recomputed_backward(executor_, tensors);
+    } else if (executor->compiled_backward()) {
+      *outputs = run_with_compiled_backward(executor, tensors);
+    } else if (executor->records_autograd()) {
+      *outputs = run_with_recomputed_backward(executor, tensors);
     } else {
-      *outputs = executor_->run(tensors);
+      *outputs = executor->run(tensors);
     }
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return false;
   }
   return true;
+}
+
+std::shared_ptr<codegen::CompiledGraph> Variant::executor_for(
+    const std::vector<at::Tensor>& tensors) const {
+  std::vector<int64_t> values;
+  values.reserve(symbol_inputs_.size());
+  for (const auto& [input, dim] : symbol_inputs_) {
+    values.push_back(tensors[static_cast<size_t>(input)].size(dim));
+  }
+  ++specialization_clock_;
+  auto found = specializations_.find(values);
+  if (found != specializations_.end()) {
+    found->second.last_used = specialization_clock_;
+    return found->second.executor;
+  }
+  Expected<graph::Graph> graph = graph::specialize_shapes(trace_.graph, values);
+  if (!graph) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    ("dynvm: internal error: " + graph.error().message).c_str());
+    return nullptr;
+  }
+  auto built = codegen::CompiledGraph::build(*graph, backend_, trace_.grad_enabled_at_start,
+                                             /*autotune=*/mode_ == "max-autotune");
+  if (!built) {
+    PyErr_SetString(
+        PyExc_RuntimeError,
+        ("dynvm: compiling the graph for these sizes failed: " + built.error().message).c_str());
+    return nullptr;
+  }
+  // Memory stays bounded when sizes keep changing: past the limit the least recently used
+  // specialization goes (a size met again compiles again, from the kernel cache on disk).
+  constexpr size_t kMaxSpecializations = 64;
+  if (specializations_.size() >= kMaxSpecializations) {
+    auto oldest = specializations_.begin();
+    for (auto it = specializations_.begin(); it != specializations_.end(); ++it) {
+      if (it->second.last_used < oldest->second.last_used) oldest = it;
+    }
+    specializations_.erase(oldest);
+  }
+  std::shared_ptr<codegen::CompiledGraph> executor = std::move(built).value();
+  specializations_[values] = Specialization{executor, specialization_clock_};
+  counters().kernels += static_cast<int64_t>(executor->kernel_count());
+  return executor;
 }
 
 PyObject* Variant::run(const vm::FrameInputs& inputs) const {

@@ -2,6 +2,8 @@
 // says why a guard failed.
 #include "dynvm/vm/guard_eval.h"
 
+#include <algorithm>
+
 #include "python_values.h"
 
 namespace dynvm::vm {
@@ -121,6 +123,32 @@ bool no_global_hooks(const NoGlobalHooksPayload& payload, std::string* which) {
   return true;
 }
 
+// Whether every relation holds over the symbols the tensor guards bound; `which` (when
+// given) says which one failed, with the values of its symbols and where they were read.
+bool shape_relations_hold(const ShapeRelationsPayload& payload, std::string* which) {
+  const std::vector<int64_t>& values = bound_symbols();
+  for (const graph::SymRelation& r : payload.relations) {
+    std::optional<bool> holds = r.holds(values);
+    if (holds == true) continue;
+    if (which != nullptr) {
+      *which = r.to_string() + " is false";
+      std::vector<int32_t> symbols = r.lhs.symbols();
+      for (int32_t s : r.rhs.symbols()) symbols.push_back(s);
+      std::sort(symbols.begin(), symbols.end());
+      symbols.erase(std::unique(symbols.begin(), symbols.end()), symbols.end());
+      for (size_t i = 0; i < symbols.size(); ++i) {
+        auto s = static_cast<size_t>(symbols[i]);
+        *which += (i == 0 ? " with " : ", ") + ("s" + std::to_string(s)) + " = " +
+                  (s < values.size() ? std::to_string(values[s]) : std::string("?")) +
+                  (s < payload.symbol_sources.size() ? " (" + payload.symbol_sources[s] + ")"
+                                                     : std::string());
+      }
+    }
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool guard_check(const Guard& guard, PyObject* value) {
@@ -153,6 +181,8 @@ bool guard_check(const Guard& guard, PyObject* value) {
       return default_dtype() == guard.as<DefaultDtypePayload>().dtype;
     case GuardKind::Autocast:
       return autocast_state() == guard.as<AutocastPayload>().state;
+    case GuardKind::ShapeRelations:
+      return shape_relations_hold(guard.as<ShapeRelationsPayload>(), nullptr);
   }
   return false;
 }
@@ -272,6 +302,11 @@ std::string explain(const Guard& guard, PyObject* value, const std::string& wher
       return "torch.get_default_dtype() is torch." + dtype_name(default_dtype());
     case GuardKind::Autocast: {
       return "autocast is " + to_string(autocast_state());
+    }
+    case GuardKind::ShapeRelations: {
+      std::string which;
+      shape_relations_hold(guard.as<ShapeRelationsPayload>(), &which);
+      return which;
     }
   }
   return "";

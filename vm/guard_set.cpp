@@ -85,6 +85,11 @@ bool same_payload(GuardKind kind, const GuardPayload& a, const GuardPayload& b) 
       return std::get<DefaultDtypePayload>(a).dtype == std::get<DefaultDtypePayload>(b).dtype;
     case GuardKind::Autocast:
       return std::get<AutocastPayload>(a).state == std::get<AutocastPayload>(b).state;
+    case GuardKind::ShapeRelations: {
+      const auto& x = std::get<ShapeRelationsPayload>(a);
+      const auto& y = std::get<ShapeRelationsPayload>(b);
+      return x.relations == y.relations && x.symbol_sources == y.symbol_sources;
+    }
   }
   return false;
 }
@@ -344,6 +349,33 @@ size_t GuardSet::add_default_dtype() {
 size_t GuardSet::add_autocast() {
   AutocastState state = autocast_state();
   return *add(GuardKind::Autocast, nullptr, AutocastPayload{state}, " " + vm::to_string(state));
+}
+
+Expected<size_t> GuardSet::make_tensor_symbolic(const SourcePtr& source, std::vector<SymDim> dims) {
+  int slot = sources_.find(source->to_string());
+  auto it = index_.find({static_cast<int>(GuardKind::TensorMatch), slot});
+  if (slot < 0 || it == index_.end() || it->second.empty()) {
+    return make_error("no TENSOR_MATCH guard on " + source->to_string());
+  }
+  size_t index = it->second.front();
+  Guard& guard = guards_[index];
+  TensorSpec& spec = std::get<TensorMatchPayload>(guard.payload).spec;
+  for (const SymDim& d : dims) {
+    std::vector<int64_t>& fixed = d.stride ? spec.strides : spec.sizes;
+    if (static_cast<size_t>(d.dim) < fixed.size()) fixed[static_cast<size_t>(d.dim)] = -1;
+  }
+  spec.symbolic = std::move(dims);
+  guard.text = std::string(guard_kind_name(GuardKind::TensorMatch)) + " " + sources_[slot].text +
+               ": " + vm::to_string(spec);
+  return index;
+}
+
+size_t GuardSet::add_shape_relations(ShapeRelationsPayload payload) {
+  std::string detail;
+  for (const graph::SymRelation& r : payload.relations) {
+    detail += (detail.empty() ? " " : ", ") + r.to_string();
+  }
+  return *add(GuardKind::ShapeRelations, nullptr, std::move(payload), detail);
 }
 
 std::vector<std::string> GuardSet::lines() const {

@@ -41,6 +41,9 @@ KnownObjects* load() {
   k->module_list_type = attr(t, "nn.ModuleList");
   k->module_dict_type = attr(t, "nn.ModuleDict");
   k->size_type = attr(t, "Size");
+  k->sym_int_type = attr(t, "SymInt");
+  k->sym_float_type = attr(t, "SymFloat");
+  k->sym_bool_type = attr(t, "SymBool");
   k->dtype_type = attr(t, "dtype");
   k->device_type = attr(t, "device");
   k->layout_type = attr(t, "layout");

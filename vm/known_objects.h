@@ -19,6 +19,14 @@ struct KnownObjects {
   PyRef module_type;       // torch.nn.Module
   PyRef sequential_type, module_list_type, module_dict_type;
   PyRef size_type;  // torch.Size
+  // torch.SymInt, torch.SymFloat, torch.SymBool: numbers over size symbols (dynamic shapes)
+  PyRef sym_int_type, sym_float_type, sym_bool_type;
+  // `object` (borrowed) is one of them.
+  bool is_symbolic_number(PyObject* object) const {
+    auto* type = reinterpret_cast<PyObject*>(Py_TYPE(object));
+    return type == sym_int_type.get() || type == sym_float_type.get() ||
+           type == sym_bool_type.get();
+  }
   PyRef dtype_type, device_type, layout_type, memory_format_type;
   PyRef no_grad, enable_grad, set_grad_enabled, inference_mode;
   // torch.autograd.profiler.record_function (also torch.profiler.record_function): a

@@ -62,6 +62,13 @@ ValuePtr concrete_call(PyObject* fn, std::initializer_list<PyObject*> args) {
   return TracedValue::constant(result);
 }
 
+// An operand of a Python operator as an object: a symbolic size (dynamic shapes) stays
+// symbolic, so arithmetic and comparisons on sizes are expressions, not guarded values.
+PyRef operand_object(const ValuePtr& value) {
+  if (value->is_constant() && known().is_symbolic_number(value->py())) return value->obj;
+  return concrete_object(value);
+}
+
 // A Python integer index from a traced key, or false.
 bool constant_index(const ValuePtr& key, Py_ssize_t* out) {
   if (!key->is_constant() || !PyIndex_Check(key->py()) || PyBool_Check(key->py())) {
@@ -240,8 +247,8 @@ ValuePtr binary_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const 
       return TracedValue::tuple(std::move(items));
     }
   }
-  PyRef a = concrete_object(lhs);
-  PyRef b = concrete_object(rhs);
+  PyRef a = operand_object(lhs);
+  PyRef b = operand_object(rhs);
   if (!a || !b) {
     unsupported(std::string("operator ") + name + " on a " + lhs->describe() + " and a " +
                 rhs->describe());
@@ -270,8 +277,8 @@ ValuePtr compare_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const
     bool result = op == 2 ? equal : !equal;
     return TracedValue::constant(PyRef::borrow(result ? Py_True : Py_False));
   }
-  PyRef a = concrete_object(lhs);
-  PyRef b = concrete_object(rhs);
+  PyRef a = operand_object(lhs);
+  PyRef b = operand_object(rhs);
   if (!a || !b) {
     unsupported(std::string("comparison ") + name + " of a " + lhs->describe() + " and a " +
                 rhs->describe());
@@ -281,7 +288,7 @@ ValuePtr compare_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const
 
 ValuePtr unary_operation(TraceContext& ctx, const char* name, const ValuePtr& operand) {
   if (operand->is_tensor()) return ctx.bridge->call(operator_function(name), {operand}, {});
-  PyRef a = concrete_object(operand);
+  PyRef a = operand_object(operand);
   if (!a) unsupported(std::string("operator ") + name + " on a " + operand->describe());
   return concrete_call(operator_function(name), {a.get()});
 }

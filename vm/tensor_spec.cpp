@@ -45,15 +45,46 @@ std::string ints_text(const std::vector<int64_t>& values) {
 }
 
 // A loop, not memcmp: shapes have a handful of dimensions and the call would cost more.
+// An expected -1 (a symbolic size or stride) matches anything here.
 bool same_ints(c10::IntArrayRef actual, const std::vector<int64_t>& expected) {
   size_t count = expected.size();
   if (actual.size() != count) return false;
   const int64_t* a = actual.data();
   const int64_t* b = expected.data();
   for (size_t i = 0; i < count; ++i) {
-    if (a[i] != b[i]) return false;
+    if (a[i] != b[i] && b[i] != -1) return false;
   }
   return true;
+}
+
+// The symbolic sizes and strides of `spec` against the tensor's: binds symbols, checks the
+// others; "" when they match, else why not.
+std::string symbolic_mismatch(const TensorSpec& spec, c10::IntArrayRef sizes,
+                              c10::IntArrayRef strides) {
+  std::vector<int64_t>& values = bound_symbols();
+  for (const SymDim& d : spec.symbolic) {
+    c10::IntArrayRef actual = d.stride ? strides : sizes;
+    if (static_cast<size_t>(d.dim) >= actual.size()) return "has fewer dimensions";
+    int64_t value = actual[static_cast<size_t>(d.dim)];
+    const char* what = d.stride ? "stride " : "size ";
+    if (d.bind >= 0) {
+      if (value < 2) {
+        return std::string(what) + std::to_string(d.dim) + " is " + std::to_string(value) +
+               ", and a dynamic size (s" + std::to_string(d.bind) +
+               ") is at least 2 (sizes 0 and 1 are specialized)";
+      }
+      if (values.size() <= static_cast<size_t>(d.bind)) values.resize(d.bind + 1, 0);
+      values[static_cast<size_t>(d.bind)] = value;
+      continue;
+    }
+    std::optional<int64_t> expected = d.expr.evaluate(values);
+    if (!expected || *expected != value) {
+      return std::string(what) + std::to_string(d.dim) + " is " + std::to_string(value) +
+             ", expected " + d.expr.to_string() +
+             (expected ? " = " + std::to_string(*expected) : std::string());
+    }
+  }
+  return "";
 }
 
 bool is_tensor(PyObject* object) {
@@ -64,6 +95,11 @@ bool is_tensor(PyObject* object) {
 }
 
 }  // namespace
+
+std::vector<int64_t>& bound_symbols() {
+  thread_local std::vector<int64_t> values;
+  return values;
+}
 
 Expected<TensorSpec> tensor_spec_of(PyObject* tensor) {
   ErrorStash stash;
@@ -118,16 +154,33 @@ bool tensor_matches(const TensorSpec& spec, PyObject* object) {
     if (!same_ints(impl.sizes(), spec.sizes) || !same_ints(impl.strides(), spec.strides)) {
       return false;
     }
+    if (!spec.symbolic.empty() && !symbolic_mismatch(spec, impl.sizes(), impl.strides()).empty()) {
+      return false;
+    }
     return impl.requires_grad() == spec.requires_grad;
   } catch (...) {
     return false;
   }
 }
 
+// "[2, s0, 64]": the spec's sizes (or strides), symbolic ones as their expressions.
+std::string spec_list_text(const TensorSpec& spec, bool stride) {
+  std::vector<std::string> items;
+  for (int64_t v : stride ? spec.strides : spec.sizes) items.push_back(std::to_string(v));
+  for (const SymDim& d : spec.symbolic) {
+    if (d.stride != stride || static_cast<size_t>(d.dim) >= items.size()) continue;
+    items[static_cast<size_t>(d.dim)] =
+        d.bind >= 0 ? "s" + std::to_string(d.bind) : d.expr.to_string();
+  }
+  std::string text = "[";
+  for (size_t i = 0; i < items.size(); ++i) text += (i > 0 ? ", " : "") + items[i];
+  return text + "]";
+}
+
 std::string to_string(const TensorSpec& spec) {
   std::string text = spec.type_name + " " + dtype_name(spec.dtype) + " " +
                      device_name(spec.device_type, spec.device_index) + " " +
-                     ints_text(spec.sizes) + " stride " + ints_text(spec.strides) +
+                     spec_list_text(spec, false) + " stride " + spec_list_text(spec, true) +
                      " requires_grad=" + (spec.requires_grad ? "True" : "False");
   c10::DispatchKeySet keys(c10::DispatchKeySet::RAW, spec.dispatch_keys);
   if (!keys.has(c10::DispatchKey::ADInplaceOrView) &&
@@ -164,11 +217,15 @@ std::string tensor_mismatch(const TensorSpec& spec, PyObject* object) {
       add("device is " + device_name(actual.device_type, actual.device_index) + ", expected " +
           device_name(spec.device_type, spec.device_index));
     }
-    if (actual.sizes != spec.sizes) {
-      add("sizes are " + ints_text(actual.sizes) + ", expected " + ints_text(spec.sizes));
+    if (!same_ints(actual.sizes, spec.sizes)) {
+      add("sizes are " + ints_text(actual.sizes) + ", expected " + spec_list_text(spec, false));
     }
-    if (actual.strides != spec.strides) {
-      add("strides are " + ints_text(actual.strides) + ", expected " + ints_text(spec.strides));
+    if (!same_ints(actual.strides, spec.strides)) {
+      add("strides are " + ints_text(actual.strides) + ", expected " + spec_list_text(spec, true));
+    }
+    if (!spec.symbolic.empty() && actual.sizes.size() == spec.sizes.size()) {
+      std::string why = symbolic_mismatch(spec, actual.sizes, actual.strides);
+      if (!why.empty()) add(why);
     }
     if (actual.requires_grad != spec.requires_grad) {
       add(std::string("requires_grad is ") + (actual.requires_grad ? "True" : "False"));

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -46,25 +47,30 @@ std::optional<graph::DType> dtype_of(PyObject* dtype) {  // borrowed torch.dtype
   return graph::parse_dtype(name);
 }
 
-graph::TensorMeta meta_of_fake(PyObject* fake) {  // borrowed
+// The dtype, device and requires_grad of a fake tensor (borrowed); sizes left empty.
+graph::TensorMeta meta_without_sizes(PyObject* fake) {
   graph::TensorMeta meta;
   PyRef dtype = PyRef::steal(PyObject_GetAttrString(fake, "dtype"));
   PyRef device = PyRef::steal(PyObject_GetAttrString(fake, "device"));
-  PyRef shape = PyRef::steal(PyObject_GetAttrString(fake, "shape"));
-  PyRef stride = PyRef::steal(PyObject_CallMethod(fake, "stride", nullptr));
   PyRef grad = PyRef::steal(PyObject_GetAttrString(fake, "requires_grad"));
-  if (!dtype || !device || !shape || !stride || !grad) {
-    unsupported_from_python_error("tensor metadata");
-  }
+  if (!dtype || !device || !grad) unsupported_from_python_error("tensor metadata");
   auto dt = dtype_of(dtype.get());
   if (!dt) unsupported("tensors of dtype " + str_of(dtype.get()));
   meta.dtype = *dt;
   auto dev = graph::parse_device(str_of(device.get()));
   if (!dev) unsupported("tensors on device " + str_of(device.get()));
   meta.device = *dev;
+  meta.requires_grad = grad.get() == Py_True;
+  return meta;
+}
+
+graph::TensorMeta meta_of_fake(PyObject* fake) {  // borrowed
+  graph::TensorMeta meta = meta_without_sizes(fake);
+  PyRef shape = PyRef::steal(PyObject_GetAttrString(fake, "shape"));
+  PyRef stride = PyRef::steal(PyObject_CallMethod(fake, "stride", nullptr));
+  if (!shape || !stride) unsupported_from_python_error("tensor metadata");
   meta.sizes = int_tuple(shape.get());
   meta.strides = int_tuple(stride.get());
-  meta.requires_grad = grad.get() == Py_True;
   return meta;
 }
 
@@ -90,7 +96,9 @@ std::string input_name_for(const std::string& source_text) {
 TorchBridge::TorchBridge(TraceContext& context) : context_(context) {
   const KnownObjects* k = KnownObjects::get();
   if (k == nullptr) unsupported_from_python_error("importing torch and dynvm._tracing");
-  session_ = PyRef::steal(PyObject_CallMethod(k->tracing.get(), "TraceSession", nullptr));
+  symbolic_ = context.options.symbolic();
+  session_ = PyRef::steal(
+      PyObject_CallMethod(k->tracing.get(), "TraceSession", "O", symbolic_ ? Py_True : Py_False));
   if (!session_) unsupported_from_python_error("starting a tracing session");
 }
 
@@ -110,12 +118,17 @@ ValuePtr TorchBridge::input_tensor(PyObject* real, const SourcePtr& source) {
     }
     return it->second;
   }
-  PyRef fake = PyRef::steal(PyObject_CallMethod(session_.get(), "fake_from_real", "O", real));
+  PyRef dims = dynamic_dims_of(real, source);
+  PyRef fake = dims
+                   ? PyRef::steal(PyObject_CallMethod(session_.get(), "fake_from_real", "OOs", real,
+                                                      dims.get(), source->to_string().c_str()))
+                   : PyRef::steal(PyObject_CallMethod(session_.get(), "fake_from_real", "O", real));
   if (!fake) unsupported_from_python_error("making a fake tensor for " + source->to_string());
   std::string base = input_name_for(source->to_string());
   std::string name = base;
   for (int n = 1; graph_.find_input(name) != nullptr; ++n) name = base + "_" + std::to_string(n);
-  graph::Value* input = graph_.add_input(name, graph::ValueType::tensor(meta_of_fake(fake.get())));
+  graph::Value* input = graph_.add_input(name, graph::ValueType::tensor(meta_of(fake.get())));
+  if (symbolic_) symbolic_inputs_.emplace_back(source, input);
   inputs_.push_back(InputBinding{source, PyRef()});
   ValuePtr v = TracedValue::tensor(fake, input, source);
   v->tensor_type = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(real)));
@@ -124,6 +137,148 @@ ValuePtr TorchBridge::input_tensor(PyObject* real, const SourcePtr& source) {
   input_of_real_[real] = v;
   reals_.push_back(PyRef::borrow(real));
   return v;
+}
+
+// --- dynamic shapes
+
+namespace {
+bool literal_argument(PyObject* o, graph::Argument* out);  // below
+}  // namespace
+
+PyRef TorchBridge::dynamic_dims_of(PyObject* real, const SourcePtr& source) const {
+  if (!symbolic_ || !source) return PyRef();
+  const TraceOptions& options = context_.options;
+  std::vector<int> dims;
+  if (options.all_dims_dynamic) {
+    // Every dimension of the tensors the call is given (arguments and their items), as
+    // torch.compile's dynamic=True: parameters and tensors read from objects' attributes
+    // (a module's buffers, cached masks) keep fixed sizes.
+    if (PyObject_TypeCheck(
+            real, reinterpret_cast<PyTypeObject*>(KnownObjects::get()->parameter_type.get()))) {
+      return PyRef();
+    }
+    for (const Source* s = source.get(); s != nullptr; s = s->base().get()) {
+      using K = Source::Kind;
+      if (s->kind() != K::Local && s->kind() != K::Stack && s->kind() != K::Key &&
+          s->kind() != K::Index && s->kind() != K::DictValue) {
+        return PyRef();
+      }
+    }
+    PyRef n = PyRef::steal(PyObject_CallMethod(real, "dim", nullptr));
+    long count = n ? PyLong_AsLong(n.get()) : -1;
+    if (count < 0) {
+      PyErr_Clear();
+      return PyRef();
+    }
+    for (int d = 0; d < static_cast<int>(count); ++d) dims.push_back(d);
+  } else {
+    auto it = options.dynamic_dims.find(source->to_string());
+    if (it == options.dynamic_dims.end()) return PyRef();
+    dims.assign(it->second.begin(), it->second.end());
+  }
+  if (dims.empty()) return PyRef();
+  PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(dims.size())));
+  for (size_t i = 0; i < dims.size(); ++i) {
+    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), PyLong_FromLong(dims[i]));
+  }
+  return tuple;
+}
+
+graph::SymExpr TorchBridge::sym_expr_of(PyObject* number) {
+  PyRef text = PyRef::steal(PyObject_CallMethod(session_.get(), "sym_text", "O", number));
+  if (!text) unsupported_from_python_error("a symbolic size");
+  Expected<graph::SymExpr> expr = graph::parse_sym_expr(PyUnicode_AsUTF8(text.get()));
+  if (!expr) unsupported("internal: a symbolic size: " + expr.error().message);
+  return std::move(*expr);
+}
+
+graph::Argument TorchBridge::sym_argument(PyObject* number, const char* op) {
+  PyRef fixed = PyRef::steal(PyObject_CallMethod(session_.get(), "sym_constant", "O", number));
+  if (!fixed) unsupported_from_python_error("a symbolic number");
+  graph::Argument literal;
+  if (fixed.get() != Py_None && literal_argument(fixed.get(), &literal)) return literal;
+  if (reinterpret_cast<PyObject*>(Py_TYPE(number)) != KnownObjects::get()->sym_int_type.get()) {
+    unsupported(std::string("operator ") + op + " takes a symbolic " + Py_TYPE(number)->tp_name);
+  }
+  return graph::Argument::sym_int(sym_expr_of(number));
+}
+
+graph::TensorMeta TorchBridge::meta_of(PyObject* fake) {
+  if (!symbolic_) return meta_of_fake(fake);
+  PyRef described = PyRef::steal(PyObject_CallMethod(session_.get(), "symbolic_meta", "O", fake));
+  if (!described) unsupported_from_python_error("the symbolic sizes of a tensor");
+  if (described.get() == Py_None) return meta_of_fake(fake);
+  // (sizes, strides) at the hints, then their expressions.
+  graph::TensorMeta meta = meta_without_sizes(fake);
+  meta.sizes = int_tuple(PyTuple_GET_ITEM(described.get(), 0));
+  meta.strides = int_tuple(PyTuple_GET_ITEM(described.get(), 1));
+  auto exprs = [&](PyObject* texts) {
+    std::vector<graph::SymExpr> out;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(texts); ++i) {
+      Expected<graph::SymExpr> e =
+          graph::parse_sym_expr(PyUnicode_AsUTF8(PyList_GET_ITEM(texts, i)));
+      if (!e) unsupported("internal: a symbolic size: " + e.error().message);
+      out.push_back(std::move(*e));
+    }
+    return out;
+  };
+  meta.sym_sizes = exprs(PyTuple_GET_ITEM(described.get(), 2));
+  meta.sym_strides = exprs(PyTuple_GET_ITEM(described.get(), 3));
+  return meta;
+}
+
+void TorchBridge::finish_symbolic(GuardSet& guards) {
+  if (!symbolic_) return;
+  PyRef summary = PyRef::steal(PyObject_CallMethod(session_.get(), "symbolic_summary", nullptr));
+  if (!summary) unsupported_from_python_error("dynamic shapes");
+  PyObject* symbols = PyTuple_GET_ITEM(summary.get(), 0);    // [(source text, hint)]
+  PyObject* relations = PyTuple_GET_ITEM(summary.get(), 1);  // [relation text]
+  graph_.clear_symbols();
+  ShapeRelationsPayload payload;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(symbols); ++i) {
+    PyObject* item = PyList_GET_ITEM(symbols, i);
+    std::string text = PyUnicode_AsUTF8(PyTuple_GET_ITEM(item, 0));
+    graph_.add_symbol(text, PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1)));
+    payload.symbol_sources.push_back(std::move(text));
+  }
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(relations); ++i) {
+    Expected<graph::SymRelation> r =
+        graph::parse_sym_relation(PyUnicode_AsUTF8(PyList_GET_ITEM(relations, i)));
+    if (!r) unsupported("internal: a relation between sizes: " + r.error().message);
+    graph_.add_relation(*r);
+    payload.relations.push_back(std::move(*r));
+  }
+  // Each input's TENSOR_MATCH checks its symbolic sizes and strides: the first occurrence of
+  // a symbol binds it, later ones compare with what it was bound to.
+  std::set<int32_t> bound;
+  for (const auto& [source, input] : symbolic_inputs_) {
+    const graph::TensorMeta* meta = input->meta();
+    if (meta == nullptr || !meta->is_symbolic()) continue;
+    std::vector<SymDim> dims;
+    for (int stride = 0; stride < 2; ++stride) {
+      const std::vector<graph::SymExpr>& exprs = stride ? meta->sym_strides : meta->sym_sizes;
+      for (size_t d = 0; d < exprs.size(); ++d) {
+        if (exprs[d].is_constant()) continue;
+        SymDim dim;
+        dim.dim = static_cast<int>(d);
+        dim.stride = stride != 0;
+        std::vector<int32_t> used = exprs[d].symbols();
+        if (!dim.stride && used.size() == 1 && exprs[d] == graph::SymExpr::symbol(used[0]) &&
+            bound.insert(used[0]).second) {
+          dim.bind = used[0];
+        } else {
+          for (int32_t s : used) {
+            if (bound.count(s) == 0) unsupported("internal: a size over a symbol not yet bound");
+          }
+          dim.expr = exprs[d];
+        }
+        dims.push_back(std::move(dim));
+      }
+    }
+    Expected<size_t> made = guards.make_tensor_symbolic(source, std::move(dims));
+    if (!made) unsupported("internal: " + made.error().message);
+  }
+  if (!payload.relations.empty()) guards.add_shape_relations(std::move(payload));
 }
 
 PyObject* TorchBridge::real_input(const ValuePtr& tensor) const {
@@ -324,7 +479,7 @@ void TorchBridge::add_records(PyObject* records) {
         std::string name = "constant";
         for (int i = 1; graph_.find_input(name) != nullptr; ++i)
           name = "constant_" + std::to_string(i);
-        graph::Value* input = graph_.add_input(name, graph::ValueType::tensor(meta_of_fake(o)));
+        graph::Value* input = graph_.add_input(name, graph::ValueType::tensor(meta_of(o)));
         inputs_.push_back(InputBinding{nullptr, PyRef::borrow(o)});
         value_of_fake_[o] = input;
         fakes_.push_back(PyRef::borrow(o));
@@ -332,6 +487,7 @@ void TorchBridge::add_records(PyObject* records) {
       }
       graph::Argument a;
       if (literal_argument(o, &a)) return a;
+      if (symbolic_ && KnownObjects::get()->is_symbolic_number(o)) return sym_argument(o, op);
       if (PyList_Check(o) || PyTuple_Check(o)) {
         std::vector<graph::Argument> items;
         PyRef seq = PyRef::steal(PySequence_Fast(o, ""));
@@ -366,7 +522,7 @@ void TorchBridge::add_records(PyObject* records) {
       PyObject* o = PyList_GET_ITEM(outputs, i);
       if (!is_tensor(o))
         unsupported(std::string("operator ") + op + " returns a " + Py_TYPE(o)->tp_name);
-      types.push_back(graph::ValueType::tensor(meta_of_fake(o)));
+      types.push_back(graph::ValueType::tensor(meta_of(o)));
       output_fakes.push_back(o);
     }
     graph::Node* node = graph_.append(op, std::move(args), std::move(types), std::move(kwargs));
@@ -627,7 +783,8 @@ class TorchBridge::RecipeBuilder {
       case TracedValue::Kind::Range:
         r.kind = v->obj && PyExceptionInstance_Check(v->py()) ? OutputRecipe::Kind::FreshCopy
                                                               : OutputRecipe::Kind::Constant;
-        r.constant = v->obj;
+        // A symbolic size kept past the graph is its value in this trace, guarded.
+        r.constant = v->is_constant() && v->obj ? concrete_number(v->py()) : v->obj;
         return r;
       case TracedValue::Kind::Object:
         if (v->source) return from_source(v->source);
@@ -642,7 +799,8 @@ class TorchBridge::RecipeBuilder {
       case TracedValue::Kind::List: {
         if (v->is_size) {
           r.kind = OutputRecipe::Kind::Constant;
-          r.constant = bridge_.to_python(v);
+          r.constant = concrete_object(v);
+          if (!r.constant) r.constant = bridge_.to_python(v);
           return r;
         }
         // A container that existed before the call is itself (returned, or rebuilt for a

@@ -57,6 +57,9 @@ class TorchBridge {
                       const std::vector<TraceContext::PendingSideEffect>& pending,
                       std::vector<SideEffect>* side_effects, ResumePoint* resume);
   size_t node_count() const;
+  // Dynamic shapes, at the end of a trace: the graph's symbols and relations, the inputs'
+  // symbolic TENSOR_MATCH checks and the SHAPE_RELATIONS guard. Nothing without symbols.
+  void finish_symbolic(GuardSet& guards);
 
  private:
   class RecipeBuilder;
@@ -68,6 +71,11 @@ class TorchBridge {
   void sync_grad_mode();                   // a set_grad_enabled node when the mode changed
   graph::Value* mark_requires_grad(graph::Value* value);  // an aten::requires_grad_ node
   graph::Value* value_for_fake(PyObject* fake);           // nullptr when unknown
+  graph::TensorMeta meta_of(PyObject* fake);              // borrowed; symbolic sizes too
+  // The dimensions of an input to trace symbolically (a tuple of ints), or null.
+  PyRef dynamic_dims_of(PyObject* real, const SourcePtr& source) const;
+  graph::SymExpr sym_expr_of(PyObject* number);  // a torch.SymInt (borrowed)
+  graph::Argument sym_argument(PyObject* number, const char* op);
 
   TraceContext& context_;
   PyRef session_;  // dynvm._tracing.TraceSession
@@ -79,6 +87,8 @@ class TorchBridge {
   std::vector<PyRef> fakes_;
   std::unordered_map<PyObject*, ValuePtr> input_of_real_;  // real tensor -> its input
   std::vector<PyRef> reals_;
+  bool symbolic_ = false;  // dynamic shapes: the session makes symbolic sizes
+  std::vector<std::pair<SourcePtr, graph::Value*>> symbolic_inputs_;  // inputs, in order
 };
 
 }  // namespace dynvm::vm

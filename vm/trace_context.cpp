@@ -530,9 +530,27 @@ bool truthiness(const ValuePtr& value) {
   }
 }
 
+PyRef concrete_number(PyObject* number) {
+  const KnownObjects* k = KnownObjects::get();
+  if (k == nullptr || !k->is_symbolic_number(number)) return PyRef::borrow(number);
+  PyRef out;
+  auto* type = reinterpret_cast<PyObject*>(Py_TYPE(number));
+  if (type == k->sym_bool_type.get()) {
+    int truth = PyObject_IsTrue(number);
+    if (truth >= 0) out = PyRef::borrow(truth != 0 ? Py_True : Py_False);
+  } else if (type == k->sym_float_type.get()) {
+    out = PyRef::steal(PyNumber_Float(number));
+  } else {
+    out = PyRef::steal(PyNumber_Index(number));
+  }
+  if (!out) unsupported_from_python_error("the value of a symbolic size");
+  return out;
+}
+
 PyRef concrete_object(const ValuePtr& value) {
   switch (value->kind) {
     case TracedValue::Kind::Constant:
+      return concrete_number(value->py());
     case TracedValue::Kind::Range:
       return value->obj;
     case TracedValue::Kind::Object:
@@ -549,7 +567,12 @@ PyRef concrete_object(const ValuePtr& value) {
     }
     case TracedValue::Kind::Tuple:
     case TracedValue::Kind::List: {
-      if (value->is_size && value->obj) return value->obj;
+      bool symbolic = false;
+      for (const ValuePtr& item : value->items) {
+        symbolic = symbolic || (item->is_constant() && KnownObjects::get() != nullptr &&
+                                KnownObjects::get()->is_symbolic_number(item->py()));
+      }
+      if (value->is_size && value->obj && !symbolic) return value->obj;
       if (value->is_size) {
         std::vector<ValuePtr> items = value->items;
         auto plain = TracedValue::tuple(std::move(items));

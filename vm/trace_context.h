@@ -165,5 +165,10 @@ bool truthiness(const ValuePtr& value);
 // A Python object built from a traced value whose every part is concrete (constants,
 // objects, containers of them); nullptr when some part is abstract (a tensor).
 PyRef concrete_object(const ValuePtr& value);
+// `number` (borrowed) itself, or for a symbolic size (torch.SymInt, SymFloat, SymBool) the
+// value it has in this trace, which torch's ShapeEnv then guards (dynamic shapes: a size
+// used where only a fixed number will do: formatted, passed to a Python function, kept
+// past the graph).
+PyRef concrete_number(PyObject* number);
 
 }  // namespace dynvm::vm

@@ -66,6 +66,16 @@ std::vector<ValuePtr> start_frame(TraceContext& ctx, const FrameStart& start,
   return stack;
 }
 
+// Dynamic shapes: the graph's symbols and the guards on them (TorchBridge::finish_symbolic);
+// when they cannot be written, the trace says so and the runtime traces with fixed sizes.
+void finish_symbolic(TraceContext& ctx, Trace& trace) {
+  try {
+    ctx.bridge->finish_symbolic(ctx.guards);
+  } catch (const Unsupported& u) {
+    trace.symbolic_failure = u.reason;
+  }
+}
+
 Attempt attempt(const FrameStart& start, const TraceOptions& options, InlineFrame::StopPoint stop) {
   Attempt out;
   Trace& trace = out.trace;
@@ -114,6 +124,7 @@ Attempt attempt(const FrameStart& start, const TraceOptions& options, InlineFram
       trace.output = ctx.bridge->output_recipe(result, ctx.side_effects, &trace.side_effects);
     }
     trace.grad_enabled_at_exit = ctx.grad_enabled;
+    finish_symbolic(ctx, trace);
     trace.graph = std::move(ctx.bridge->graph());
     trace.inputs = std::move(ctx.bridge->inputs());
     trace.guards = std::move(ctx.guards);
@@ -124,6 +135,7 @@ Attempt attempt(const FrameStart& start, const TraceOptions& options, InlineFram
     trace.side_effects.clear();
     out.root_instruction = u.root_instruction;
     out.root_arrival = u.root_arrival;
+    if (context) finish_symbolic(*context, trace);
     if (context) trace.guards = std::move(context->guards);  // the path that led to it
     if (context) out.live_iterators = context->read_live_iterator;
   }
@@ -165,6 +177,9 @@ Trace trace_frame(const FrameStart& start, const TraceOptions& options) {
   // it changes, the call is traced again instead of breaking for good.
   if (!second.trace.guards.merge(first.trace.guards)) return std::move(first.trace);
   second.trace.graph_break = first.trace.graph_break;
+  if (second.trace.symbolic_failure.empty()) {
+    second.trace.symbolic_failure = first.trace.symbolic_failure;
+  }
   second.trace.resume->instruction = first.root_instruction;
   return std::move(second.trace);
 }

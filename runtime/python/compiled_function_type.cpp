@@ -58,16 +58,21 @@ PyObject* compiled_vectorcall(PyObject* callable, PyObject* const* args, size_t 
 
 PyObject* compiled_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   static const char* kKeywords[] = {"function", "backend", "fullgraph", "cache_size_limit",
-                                    "mode",     "bound",   nullptr};
+                                    "mode",     "bound",   "dynamic",   nullptr};
   PyObject* function = nullptr;
   const char* backend = "eager";
   int fullgraph = 0;
   int cache_size_limit = 8;
   const char* mode = "default";
   PyObject* bound = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|spis$O", const_cast<char**>(kKeywords),
+  int dynamic = -1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|spis$Oi", const_cast<char**>(kKeywords),
                                    &function, &backend, &fullgraph, &cache_size_limit, &mode,
-                                   &bound)) {
+                                   &bound, &dynamic)) {
+    return nullptr;
+  }
+  if (dynamic < -1 || dynamic > 1) {
+    PyErr_SetString(PyExc_ValueError, "dynamic must be -1 (None), 0 (False) or 1 (True)");
     return nullptr;
   }
   if (!valid_mode(mode)) return nullptr;
@@ -88,6 +93,7 @@ PyObject* compiled_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   options.mode = mode;
   options.fullgraph = fullgraph != 0;
   options.cache_size_limit = cache_size_limit;
+  options.dynamic = dynamic;
   self->impl = new (std::nothrow) CompiledFunction(function, options);
   if (self->impl == nullptr) {
     Py_DECREF(self);

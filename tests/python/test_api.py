@@ -172,10 +172,11 @@ def test_decorator_with_arguments(kwargs, backend, mode):
     assert triple(1) == 3
 
 
-def test_dynamic_true_raises_instead_of_being_ignored():
-    with pytest.raises(NotImplementedError, match=r"dynamic=True \(symbolic sizes\)"):
-        dynvm.compile(lambda x: x, dynamic=True)
+def test_dynamic_is_kept_in_the_options():
+    # What each value does is tested in test_dynamic_shapes.py.
+    assert dynvm.compile(lambda x: x, dynamic=True).options.dynamic is True
     assert dynvm.compile(lambda x: x, dynamic=False).options.dynamic is False
+    assert dynvm.compile(lambda x: x).options.dynamic is None
 
 
 def test_max_autotune_compiles_and_runs():

@@ -153,10 +153,12 @@ def _scale(x):
 
 
 def test_cache_limit_warns_once_naming_the_function_and_guard():
-    compiled = dynvm.compile(_scale, backend="eager")
+    # dynamic=False: sizes are guarded exactly, so a new shape each call is a new variant
+    # (under the default, the second size would make the dimension symbolic).
+    compiled = dynvm.compile(_scale, backend="eager", dynamic=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for n in range(1, 13):  # a new shape each call: sizes are guarded exactly
+        for n in range(1, 13):
             x = torch.randn(n)
             assert torch.equal(compiled(x), _scale(x))
     ours = [w for w in caught if "cache_size_limit" in str(w.message)]
@@ -297,7 +299,7 @@ def test_dynvm_run_graphs_writes_graphviz_with_fused_clusters(tmp_path):
 
 def test_the_cache_size_limit_is_configurable(monkeypatch):
     monkeypatch.setenv("DYNVM_CACHE_SIZE_LIMIT", "2")
-    compiled = dynvm.compile(_scale, backend="eager")
+    compiled = dynvm.compile(_scale, backend="eager", dynamic=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in range(1, 6):

@@ -7,7 +7,8 @@ dynvm.disable. Importing dynvm does not import torch.
 from dynvm._version import __version__
 from dynvm import config as _config
 from dynvm.errors import GraphBreakError
-from dynvm.api import compile, counters, disable, explain, reset, vm_available
+from dynvm.api import (compile, counters, disable, explain, mark_dynamic, mark_static, reset,
+                       vm_available)
 from dynvm.explain_output import BreakReason, ExplainOutput
 
 __all__ = [
@@ -20,6 +21,8 @@ __all__ = [
     "compile",
     "disable",
     "explain",
+    "mark_dynamic",
+    "mark_static",
     "reset",
 ]
 

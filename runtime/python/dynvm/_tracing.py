@@ -70,7 +70,7 @@ class _SessionFakeMode(FakeTensorMode):
         return self._avoid_device_init
 
 
-def _make_fake_mode():
+def _make_fake_mode(shape_env=None):
     mode_class = (_SessionFakeMode
                   if isinstance(FakeTensorMode.__dict__.get("avoid_device_init"), property)
                   else FakeTensorMode)
@@ -82,6 +82,8 @@ def _make_fake_mode():
         kwargs["allow_non_fake_inputs"] = False
     if "static_shapes" in params:
         kwargs["static_shapes"] = True
+    if shape_env is not None:
+        kwargs["shape_env"] = shape_env
     return mode_class(**kwargs)
 
 
@@ -122,10 +124,11 @@ _FakeTensor = _fake_tensor.FakeTensor
 class _Recorder(TorchDispatchMode):
     """Appends (operator name, schema, args, kwargs, out) for every top-level op."""
 
-    def __init__(self, records, fake_mode):
+    def __init__(self, records, fake_mode, cached=True):
         super().__init__()
         self.records = records
         self.fake_mode = fake_mode
+        self.cached = cached  # answer repeats from _fake_cache (not with symbolic sizes)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is _PRIM_DEVICE and len(args) == 1 and type(args[0]) is _FakeTensor and \
@@ -135,7 +138,7 @@ class _Recorder(TorchDispatchMode):
             # cache key, and it is no operator of the graph. GPT-2 makes about 450 of them.
             return args[0].fake_device
         kwargs = kwargs or {}
-        kind = _fake_cache.kind_of(func)
+        kind = _fake_cache.kind_of(func) if self.cached else None
         key = None if kind is None else _fake_cache.key_of(func, args, kwargs, self.fake_mode)
         if key is not None:
             out = _fake_cache.call(func, kind, key, args, kwargs, self.fake_mode)
@@ -242,6 +245,16 @@ def _is_tensor(x):
     return isinstance(x, torch.Tensor)
 
 
+_SYMBOLIC_NUMBERS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _hint(size):
+    """The value a size (an int or a torch.SymInt) has at the trace's input sizes."""
+    if isinstance(size, int):
+        return size
+    return size.node.hint
+
+
 def _tensors_in(value):
     """The tensors in a torch function's result, in order: a tensor, a tuple or list of
     them (nested), or anything pytree flattens (the general case, slower)."""
@@ -304,14 +317,25 @@ class TraceSession:
     on the CPU only, so that float(), int(), bool() and .item() of them are constants, as
     their inputs are (guarded where they came from)."""
 
-    def __init__(self):
-        self.fake_mode = _make_fake_mode()
+    def __init__(self, symbolic=False):
+        # Dynamic shapes: symbols for the sizes the VM asks to keep dynamic (_symbolic).
+        self.symbols = None
+        if symbolic:
+            from . import _symbolic
+            self.symbols = _symbolic.SymbolTable()
+        self.fake_mode = _make_fake_mode(self.symbols.shape_env if symbolic else None)
         self.records = []
-        self.recorder = _Recorder(self.records, self.fake_mode)
+        self.recorder = _Recorder(self.records, self.fake_mode, cached=not symbolic)
         self.folded = {}  # id(fake) -> (fake, its real value)
 
-    def fake_from_real(self, tensor):
-        fake = _plain_fake(self.fake_mode, tensor)
+    def fake_from_real(self, tensor, dims=None, source_text=None):
+        """The fake of an input tensor; with `dims` (a symbolic session), those of its
+        dimensions have symbolic sizes."""
+        fake = None
+        if dims and self.symbols is not None:
+            fake = self.symbols.symbolic_fake(self.fake_mode, tensor, set(dims), source_text)
+        if fake is None:
+            fake = _plain_fake(self.fake_mode, tensor)
         if fake is None:
             fake = self.fake_mode.from_tensor(tensor)
         # torch 2 keeps the value of a real 0-d CPU integer or float64 tensor on its fake
@@ -330,6 +354,37 @@ class TraceSession:
                 pass
         return fake
 
+    def _dispatcher(self):
+        """With symbolic sizes, torch's Python dispatcher, as Dynamo traces: composite
+        operators then decompose through their Python (SymInt-aware) implementations,
+        where some C++ ones would read a concrete numel()."""
+        if self.symbols is None:
+            return contextlib.nullcontext()
+        from torch._dispatch.python import enable_python_dispatcher
+        return enable_python_dispatcher()
+
+    # --- dynamic shapes (a symbolic session)
+    def symbolic_meta(self, fake):
+        """None for a fake of fixed sizes; else (sizes, strides) at the symbols' hints and
+        their expressions as text."""
+        if not fake._has_symbolic_sizes_strides:
+            return None
+        shape, stride = fake.shape, fake.stride()
+        return ([int(_hint(s)) for s in shape], [int(_hint(s)) for s in stride],
+                [self.symbols.text(s) for s in shape], [self.symbols.text(s) for s in stride])
+
+    def sym_text(self, value):
+        """A torch.SymInt as the graph IR's expression text (Untranslatable otherwise)."""
+        return self.symbols.text(value)
+
+    def sym_constant(self, value):
+        """The number a torch.SymInt, SymFloat or SymBool is fixed to, or None."""
+        return self.symbols.constant(value)
+
+    def symbolic_summary(self):
+        """([(source text, hint)] per symbol, [relation text]) at the end of a trace."""
+        return self.symbols.symbol_list(), self.symbols.relation_texts()
+
     def call(self, fn, args, kwargs, grad_enabled):
         """Calls fn(*args, **kwargs) on fake tensors; returns (result, new records)."""
         per_tensor = _foreach_per_tensor(fn, args, kwargs)
@@ -338,7 +393,7 @@ class TraceSession:
         start = len(self.records)
         try:
             with torch.set_grad_enabled(grad_enabled):
-                with _tracing(), self.fake_mode, self.recorder:
+                with _tracing(), self._dispatcher(), self.fake_mode, self.recorder:
                     result = fn(*args, **kwargs)
         except DATA_DEPENDENT:
             del self.records[start:]
@@ -383,8 +438,10 @@ class TraceSession:
     def _fold(self, fn, args, kwargs, result, start):
         records = self.records[start:]
         outputs = _tensors_in(result)
-        small = bool(outputs) and all(o.device.type == "cpu" and o.numel() <= _FOLDED_NUMEL
-                                      for o in outputs)
+        # (A tensor with symbolic sizes is never small: comparing its numel would guard it.)
+        small = bool(outputs) and all(
+            o.device.type == "cpu" and not o._has_symbolic_sizes_strides
+            and o.numel() <= _FOLDED_NUMEL for o in outputs)
         # A write (with nothing folded and no small result, there is nothing to forget or
         # to fold: a model's activations, the common case, skip the scan).
         if (self.folded or small) and any(_mutates(func._schema) for func, _, _, _ in records):
@@ -392,8 +449,11 @@ class TraceSession:
             return
         if not small:
             return
-        if not self.folded and any(_is_tensor(a) for a in _tree_leaves((args, kwargs))):
+        leaves = _tree_leaves((args, kwargs))
+        if not self.folded and any(_is_tensor(a) for a in leaves):
             return  # tensors that come from the graph's inputs
+        if self.symbols is not None and any(isinstance(a, _SYMBOLIC_NUMBERS) for a in leaves):
+            return  # a size of the inputs (dynamic shapes): not a constant
         for func, _, _, _ in records:
             name = func._schema.name
             if any(word in name for word in _NOT_FOLDED) or \
@@ -413,7 +473,7 @@ class TraceSession:
         """Calls a leaf nn.Module with its parameters and buffers replaced by fakes."""
         start = len(self.records)
         with torch.set_grad_enabled(grad_enabled):
-            with _tracing(), self.fake_mode, self.recorder:
+            with _tracing(), self._dispatcher(), self.fake_mode, self.recorder:
                 result = _functional_call(module, fake_state, tuple(args), kwargs)
         return result, self._take(start)
 

@@ -47,17 +47,48 @@ def _check_flag(value, name):
 
 
 def _check_dynamic(value):
-    """None and False compile each new size as its own variant (dynvm has no symbolic
-    sizes yet, so None cannot make a changing dimension symbolic); True, which asks for
-    symbolic sizes from the first trace, raises rather than be ignored."""
+    """None: a dimension whose size changes between calls is traced symbolically from
+    the recompile on; True: every dimension is symbolic from the first trace; False:
+    sizes are always fixed (docs/dynamic_shapes.md)."""
     if value is not None and not isinstance(value, bool):
         raise TypeError(f"dynamic must be None, True or False, got {value!r}")
-    if value is True:
-        raise NotImplementedError(
-            "dynvm: dynamic=True (symbolic sizes) is not implemented yet; every new size "
-            "is traced as its own variant (dynamic=None or False)"
-        )
     return value
+
+
+def mark_dynamic(tensor, dim, min=None, max=None):
+    """Traces dimension `dim` (an int or a list of them) of `tensor` with a symbolic size
+    the first time a compiled function receives it as an argument, instead of waiting for
+    the size to change. `min` and `max`, when given, bound the sizes that trace serves
+    (guarded); a size outside them gets a trace of its own."""
+    import torch
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"mark_dynamic expects a tensor, got {type(tensor).__name__}")
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    for d in dims:
+        if not isinstance(d, int) or not -tensor.dim() <= d < tensor.dim():
+            raise IndexError(f"mark_dynamic: dimension {d!r} out of range for a "
+                             f"{tensor.dim()}-dimensional tensor")
+    if min is not None and max is not None and min > max:
+        raise ValueError(f"mark_dynamic: min {min} is above max {max}")
+    dims = {d % tensor.dim() for d in dims}
+    tensor._dynvm_dynamic_dims = set(getattr(tensor, "_dynvm_dynamic_dims", ())) | dims
+    tensor._dynvm_static_dims = set(getattr(tensor, "_dynvm_static_dims", ())) - dims
+    if min is not None or max is not None:
+        ranges = dict(getattr(tensor, "_dynvm_dynamic_ranges", {}))
+        ranges.update({d: (min, max) for d in dims})
+        tensor._dynvm_dynamic_ranges = ranges
+
+
+def mark_static(tensor, dim=None):
+    """Keeps dimension `dim` (all of them when None) of `tensor` at a fixed size, undoing
+    mark_dynamic and exempting it from dynamic=None's automatic dynamic dimensions."""
+    import torch
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"mark_static expects a tensor, got {type(tensor).__name__}")
+    dims = range(tensor.dim()) if dim is None else ([dim] if isinstance(dim, int) else dim)
+    dims = {d % tensor.dim() for d in dims}
+    tensor._dynvm_dynamic_dims = set(getattr(tensor, "_dynvm_dynamic_dims", ())) - dims
+    tensor._dynvm_static_dims = set(getattr(tensor, "_dynvm_static_dims", ())) | dims
 
 
 def _compile_with(fn_or_module, *, options):

@@ -67,6 +67,7 @@ class CompiledFunction:
                 target, self._options.backend, self._options.fullgraph,
                 config.cache_size_limit(), self._options.mode,
                 bound=self._bound_self[0] if self._bound_self else None,
+                dynamic={None: -1, False: 0, True: 1}[self._options.dynamic],
             )
             self._dynvm_native = self._native
             _use_native_call(CompiledFunction, core)

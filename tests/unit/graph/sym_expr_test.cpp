@@ -96,3 +96,18 @@ TEST_CASE("malformed size expressions are refused with where and what") {
     CHECK(e.error().message == "cannot parse the size expression '" + text + "': " + message);
   }
 }
+
+TEST_CASE("max and min fold constants, order their operands and round-trip") {
+  CHECK(SymExpr::max(c(3), c(5)).constant_value() == 5);
+  CHECK(SymExpr::min(c(3), c(5)).constant_value() == 3);
+  CHECK(SymExpr::max(s(0), s(0)) == s(0));
+  CHECK(SymExpr::max(c(1), SymExpr::floordiv(s(0), c(4))) ==
+        SymExpr::max(SymExpr::floordiv(s(0), c(4)), c(1)));
+  SymExpr m = SymExpr::max(c(1), SymExpr::floordiv(s(0), c(4)));
+  CHECK(m.evaluate({3}) == 1);
+  CHECK(m.evaluate({9}) == 2);
+  CHECK(parsed(m.to_string()) == m);
+  CHECK(parsed("min(s0, 2*s1) + 1").evaluate({5, 2}) == 5);
+  CHECK(m.symbols() == std::vector<int32_t>{0});
+  CHECK(!parse_sym_expr("max(s0 s1)"));
+}

@@ -10,7 +10,8 @@
 // toward negative infinity, a remainder with the divisor's sign).
 //
 // The text form is the printer's and the parser's, terms of higher degree first and the
-// constant last: `2*s0*s1 + s0 - 3`, `s0**2`, `(s0 // 2)`, `((s0 + 1) % 4)`. Nothing
+// constant last: `2*s0*s1 + s0 - 3`, `s0**2`, `(s0 // 2)`, `((s0 + 1) % 4)`,
+// `max(1, (s0 // 4))`. Nothing
 // uses it yet: it is the groundwork for symbolic sizes in the graph IR and symbolic
 // extents in the loop IR (docs/graph_ir.md).
 #pragma once
@@ -41,6 +42,9 @@ class SymExpr {
   // Python's a // b and a % b.
   static SymExpr floordiv(const SymExpr& a, const SymExpr& b);
   static SymExpr mod(const SymExpr& a, const SymExpr& b);
+  // max(a, b) and min(a, b) (the strides torch computes for sizes that may be 1).
+  static SymExpr max(const SymExpr& a, const SymExpr& b);
+  static SymExpr min(const SymExpr& a, const SymExpr& b);
 
   // The value when the expression has no symbol (after simplification), else nullopt.
   std::optional<int64_t> constant_value() const;
@@ -62,9 +66,9 @@ class SymExpr {
   struct Atom;
   static bool atom_equal(const Atom& a, const Atom& b);
   static bool atom_less(const Atom& a, const Atom& b);
-  // A symbol (`lhs` empty), or lhs // rhs, or lhs % rhs.
+  // A symbol (`lhs` empty), or lhs // rhs, lhs % rhs, max(lhs, rhs), min(lhs, rhs).
   struct Atom {
-    enum class Kind : uint8_t { Symbol, FloorDiv, Mod };
+    enum class Kind : uint8_t { Symbol, FloorDiv, Mod, Max, Min };
     Kind kind = Kind::Symbol;
     int32_t symbol = -1;
     std::shared_ptr<const SymExpr> lhs;
@@ -76,6 +80,7 @@ class SymExpr {
   using Monomial = std::vector<std::pair<Atom, int32_t>>;
 
   static SymExpr atom(Atom a);
+  static SymExpr extremum(bool maximum, const SymExpr& a, const SymExpr& b);
   void add_term(const Monomial& monomial, int64_t coefficient);
   int64_t constant_term() const;
   // Whether every coefficient of the non-constant terms is a multiple of `divisor`.

@@ -22,9 +22,16 @@ struct CompileOptions {
   std::string mode = "default";  // "default" or "reduce-overhead" (CUDA graphs)
   bool fullgraph = false;
   int cache_size_limit = 8;  // variants per function before it runs eagerly for good
+  // Dynamic shapes, as torch.compile's `dynamic`: -1 (None) a dimension whose size changed
+  // between calls is traced symbolically from the next trace on; 1 (True) every dimension
+  // is symbolic from the first trace; 0 (False) sizes are always fixed.
+  int dynamic = -1;
 
   // What variants are cached under: the backend, and the mode when it is not the default.
-  std::string variant_key() const { return mode == "default" ? backend : backend + " " + mode; }
+  std::string variant_key() const {
+    std::string key = mode == "default" ? backend : backend + " " + mode;
+    return dynamic == 1 ? key + " dynamic" : key;
+  }
 };
 
 // Whether the native runtime implements `mode` ("default", "reduce-overhead"); false with a

@@ -4,8 +4,11 @@
 
 #include <Python.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dynvm/runtime/guard_glue.h"
@@ -91,6 +94,9 @@ class Variant {
   // (CudaGraphReplay::note); "" in other modes.
   std::string cuda_graph_note() const;
   const vm::Trace& trace() const { return trace_; }
+  // Dynamic shapes: how many sets of symbol values the graph has been compiled for (0 for a
+  // graph of fixed sizes).
+  size_t specialization_count() const { return specializations_.size(); }
 
  private:
   explicit Variant(vm::Trace trace);
@@ -99,7 +105,22 @@ class Variant {
   bool finish(const vm::FrameInputs& inputs, const std::vector<at::Tensor>& outputs,
               Outcome* out) const;
   void compile_guards() const;
+  // Dynamic shapes: the executor for this call's symbol values (read from the graph's input
+  // tensors), built on the first call with them; null with a Python error set on failure.
+  std::shared_ptr<codegen::CompiledGraph> executor_for(
+      const std::vector<at::Tensor>& tensors) const;
   vm::Trace trace_;
+  std::string backend_;
+  std::string mode_;
+  // Dynamic shapes: per symbol, the graph input and dimension it is read from; and the
+  // graph specialized to each set of symbol values met so far, with its executor.
+  std::vector<std::pair<int, int>> symbol_inputs_;
+  struct Specialization {
+    std::shared_ptr<codegen::CompiledGraph> executor;
+    uint64_t last_used = 0;
+  };
+  mutable std::map<std::vector<int64_t>, Specialization> specializations_;
+  mutable uint64_t specialization_clock_ = 0;
   // Shared: the autograd node of a call that records autograd keeps it for its backward.
   std::shared_ptr<codegen::CompiledGraph> executor_;
   // mode="reduce-overhead": runs executor_ (mutable: it records on a later call).

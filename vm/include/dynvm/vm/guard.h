@@ -100,6 +100,12 @@ struct DefaultDtypePayload {
 struct AutocastPayload {
   AutocastState state;
 };
+// Dynamic shapes: the relations between size symbols the trace's branches assumed, checked
+// over the values the TENSOR_MATCH guards before it bound (bound_symbols()).
+struct ShapeRelationsPayload {
+  std::vector<graph::SymRelation> relations;
+  std::vector<std::string> symbol_sources;  // per symbol, where it is read (for messages)
+};
 
 // X(Kind, NAME as printed, payload type). Kinds after ModuleAttrs read global state, no source.
 #define DYNVM_GUARD_KINDS(X)                                  \
@@ -116,7 +122,8 @@ struct AutocastPayload {
   X(NoGlobalHooks, "NO_GLOBAL_HOOKS", NoGlobalHooksPayload)   \
   X(GradMode, "GRAD_MODE", GradModePayload)                   \
   X(DefaultDtype, "DEFAULT_DTYPE", DefaultDtypePayload)       \
-  X(Autocast, "AUTOCAST", AutocastPayload)
+  X(Autocast, "AUTOCAST", AutocastPayload)                    \
+  X(ShapeRelations, "SHAPE_RELATIONS", ShapeRelationsPayload)
 
 enum class GuardKind : uint8_t {
 #define DYNVM_GUARD_KIND_ENUM(kind, name, payload) kind,
@@ -194,6 +201,12 @@ class GuardSet {
   size_t add_default_dtype();
   // Autocast is on or off, per device type, as it is now.
   size_t add_autocast();
+  // Dynamic shapes: the TENSOR_MATCH guard on `source` checks these sizes and strides
+  // symbolically (TensorSpec::symbolic) instead of exactly; an Error when the source has no
+  // TENSOR_MATCH guard.
+  Expected<size_t> make_tensor_symbolic(const SourcePtr& source, std::vector<SymDim> dims);
+  // The relations between symbols a trace's branches assumed.
+  size_t add_shape_relations(ShapeRelationsPayload payload);
 
   // Adds every guard of `other` (sources interned here; DUPLICATE_INPUT, which names a graph
   // input of `other`'s trace, is left out). An Error when a source cannot be read.

@@ -6,10 +6,28 @@
 #include <string>
 #include <vector>
 
+#include "dynvm/graph/sym_expr.h"
 #include "dynvm/support/expected.h"
 #include "dynvm/support/py_ref.h"
 
 namespace dynvm::vm {
+
+// A size or stride of a tensor traced with dynamic shapes: either it binds symbol `bind`
+// (the first place the symbol occurs, its value at least 2: sizes 0 and 1 are never
+// symbolic), or it must equal `expr` over symbols bound before it.
+struct SymDim {
+  int dim = 0;
+  bool stride = false;
+  int32_t bind = -1;
+  graph::SymExpr expr;
+  friend bool operator==(const SymDim& a, const SymDim& b) {
+    return a.dim == b.dim && a.stride == b.stride && a.bind == b.bind && a.expr == b.expr;
+  }
+};
+
+// The symbol values the TENSOR_MATCH checks of this thread bound last (symbol i at index
+// i): a variant's SHAPE_RELATIONS guard, after its tensor guards, reads them.
+std::vector<int64_t>& bound_symbols();
 
 struct TensorSpec {
   PyRef type;              // the exact Python type: torch.Tensor, nn.Parameter or a subclass
@@ -18,15 +36,17 @@ struct TensorSpec {
   int8_t device_type = 0;  // a c10::DeviceType
   int8_t device_index = -1;
   bool requires_grad = false;
-  uint64_t dispatch_keys = 0;  // c10::DispatchKeySet::raw_repr(): also tells inference/conj/neg
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
+  uint64_t dispatch_keys = 0;    // c10::DispatchKeySet::raw_repr(): also tells inference/conj/neg
+  std::vector<int64_t> sizes;    // -1 where `symbolic` decides
+  std::vector<int64_t> strides;  // -1 where `symbolic` decides
+  std::vector<SymDim> symbolic;  // dynamic shapes; empty for fixed sizes
 
   // Types compare by identity, everything else by value.
   friend bool operator==(const TensorSpec& a, const TensorSpec& b) {
     return a.type.get() == b.type.get() && a.dtype == b.dtype && a.device_type == b.device_type &&
            a.device_index == b.device_index && a.requires_grad == b.requires_grad &&
-           a.dispatch_keys == b.dispatch_keys && a.sizes == b.sizes && a.strides == b.strides;
+           a.dispatch_keys == b.dispatch_keys && a.sizes == b.sizes && a.strides == b.strides &&
+           a.symbolic == b.symbolic;
   }
   friend bool operator!=(const TensorSpec& a, const TensorSpec& b) { return !(a == b); }
 };

@@ -5,6 +5,7 @@
 
 #include <Python.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -31,6 +32,12 @@ struct TraceOptions {
   // objects, FOR_ITER on one a break: set when a trace that read one broke again, which
   // guarded on what it had left would make one variant per iteration.
   bool opaque_live_iterators = false;
+  // Dynamic shapes: the dimensions of input tensors traced with symbolic sizes, by the
+  // tensor's source text ("L['x']"); with `all_dims_dynamic`, every dimension of every
+  // input tensor (dynamic=True). Sizes 0 and 1 stay fixed either way.
+  std::map<std::string, std::set<int>> dynamic_dims;
+  bool all_dims_dynamic = false;
+  bool symbolic() const { return all_dims_dynamic || !dynamic_dims.empty(); }
 };
 
 // Where a graph input comes from on each call.
@@ -130,6 +137,9 @@ struct Trace {
   bool grad_enabled_at_start = true;          // the grad mode the graph starts under (guarded)
   bool grad_enabled_at_exit = true;           // the grad mode the traced code left (at the return
                                               // or the break): the runtime sets it after the graph
+  // Dynamic shapes: why the guards on the symbolic sizes could not be written (a relation
+  // dynvm's expressions cannot state); the runtime then traces again with fixed sizes.
+  std::string symbolic_failure;
 };
 
 // Where a trace starts. At the frame's beginning (`start` 0) `locals` holds the values of
