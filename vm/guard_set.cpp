@@ -34,6 +34,22 @@ constexpr const char* kGlobalHookNames[] = {
 
 const char* python_bool(bool value) { return value ? "True" : "False"; }
 
+}  // namespace
+
+const std::vector<std::string>& module_hook_names() {
+  static const std::vector<std::string> names(std::begin(kModuleHookNames),
+                                              std::end(kModuleHookNames));
+  return names;
+}
+
+const std::vector<std::string>& global_module_hook_names() {
+  static const std::vector<std::string> names(std::begin(kGlobalHookNames),
+                                              std::end(kGlobalHookNames));
+  return names;
+}
+
+namespace {
+
 // Whether two payloads of guards of `kind` on the same source say the same thing. GIL held.
 bool same_payload(GuardKind kind, const GuardPayload& a, const GuardPayload& b) {
   switch (kind) {

@@ -18,8 +18,11 @@
 #include <structmember.h>
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "dynvm/support/py_ref.h"
+#include "dynvm/vm/guard.h"
 
 namespace dynvm::runtime {
 
@@ -177,7 +180,31 @@ PyObject* configure_wrapper_call(PyObject* /*module*/, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// hook_names(): (the hook dicts a module may carry, torch's global hook dicts), as tuples
+// of str: the names the guards read (vm/guard.h), for the wrappers' idle check.
+PyObject* hook_names(PyObject* /*module*/, PyObject* /*args*/) {
+  auto as_tuple = [](const std::vector<std::string>& names) -> PyObject* {
+    PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(names.size()));
+    if (tuple == nullptr) return nullptr;
+    for (size_t i = 0; i < names.size(); ++i) {
+      PyObject* name = PyUnicode_FromString(names[i].c_str());
+      if (name == nullptr) {
+        Py_DECREF(tuple);
+        return nullptr;
+      }
+      PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), name);
+    }
+    return tuple;
+  };
+  PyRef per_module = PyRef::steal(as_tuple(vm::module_hook_names()));
+  PyRef global = PyRef::steal(as_tuple(vm::global_module_hook_names()));
+  if (!per_module || !global) return nullptr;
+  return PyTuple_Pack(2, per_module.get(), global.get());
+}
+
 PyMethodDef kWrapperCallMethods[] = {
+    {"hook_names", hook_names, METH_NOARGS,
+     "hook_names(): (a module's hook dict names, torch's global hook dict names)."},
     {"configure_wrapper_call", configure_wrapper_call, METH_VARARGS,
      "configure_wrapper_call(namespace, names, tracing_state): what must be idle for a "
      "module wrapper's call to skip its class's __call__."},

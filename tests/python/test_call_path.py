@@ -210,16 +210,22 @@ def test_a_compiled_module_deep_copies_and_pickles_as_a_compiled_copy(module_and
 
 
 def test_module_idle_attributes_are_nn_module_attributes():
-    # The names wrapper_call reads must be the ones this torch's Module uses.
+    # The names wrapper_call reads (the native core's hook names and the two attributes
+    # that reroute a call) must be the ones this torch's Module uses.
+    wrappers.compiled_module_class()
     module = torch.nn.Linear(2, 2)
-    for name in wrappers._MODULE_IDLE_ATTRIBUTES:
+    assert "_forward_hooks" in wrappers._module_idle_attributes
+    for name in wrappers._module_idle_attributes:
         if name == "forward":
             continue
         # Instance attributes, or class defaults (None) that Module.compile() overrides.
         assert name in module.__dict__ or getattr(torch.nn.Module, name) is None, name
     import torch.nn.modules.module as module_module
 
-    for name in wrappers._GLOBAL_MODULE_HOOKS:
+    _, global_hooks = _native.core().hook_names()
+    assert global_hooks[:4] == ("_global_forward_hooks", "_global_forward_pre_hooks",
+                                "_global_backward_hooks", "_global_backward_pre_hooks")
+    for name in global_hooks:
         assert isinstance(getattr(module_module, name), dict), name
 
 

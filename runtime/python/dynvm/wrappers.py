@@ -98,17 +98,11 @@ def _use_native_call(cls, core):
         cls.__call__ = core.wrapper_call
 
 
-# The attributes of a compiled module that must be absent, None or empty for its call to
-# skip nn.Module.__call__ (hooks on the wrapper itself; Module.compile(); a forward set on
-# the instance), and torch's global module hooks, which Module._call_impl reads.
-_MODULE_IDLE_ATTRIBUTES = (
-    "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-    "_compiled_call_impl", "forward",
-)
-_GLOBAL_MODULE_HOOKS = (
-    "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-    "_global_backward_pre_hooks",
-)
+# Besides the hook dicts (the native core's list, which its NO_HOOKS guard reads), the
+# attributes of a compiled module that must be absent, None or empty for its call to skip
+# nn.Module.__call__: Module.compile()'s, and a forward set on the instance.
+_MODULE_REROUTING_ATTRIBUTES = ("_compiled_call_impl", "forward")
+_module_idle_attributes = None  # set with the class
 
 _compiled_module_class = None
 
@@ -122,13 +116,18 @@ def compiled_module_class():
 
         core = _native.core()
         module_globals = vars(module_module)
-        missing = [name for name in _GLOBAL_MODULE_HOOKS if name not in module_globals]
-        if missing:
+        # The hook dicts of a module and torch's global ones (Module._call_impl reads
+        # both), as the native core's guards name them; names this torch lacks are skipped.
+        module_hooks, global_hooks = core.hook_names()
+        if "_global_forward_hooks" not in module_globals:
             raise ImportError(
-                f"dynvm: torch.nn.modules.module has no {', '.join(missing)}; this torch's "
+                "dynvm: torch.nn.modules.module has no _global_forward_hooks; this torch's "
                 "module hooks are not the ones dynvm knows")
         core.configure_wrapper_call(
-            module_globals, _GLOBAL_MODULE_HOOKS, torch._C._get_tracing_state)
+            module_globals, tuple(n for n in global_hooks if n in module_globals),
+            torch._C._get_tracing_state)
+        global _module_idle_attributes
+        _module_idle_attributes = module_hooks + _MODULE_REROUTING_ATTRIBUTES
 
         class CompiledModule(torch.nn.Module):
             """An nn.Module whose calls go through dynvm; attributes are the original's.
@@ -159,7 +158,7 @@ def compiled_module_class():
                     # Calls the original module the way user code would, so its hooks
                     # and forward are what the VM traces (hooks make it break).
                     self._compiled_call = CompiledFunction(_module_caller(module), options)
-                    self.__dict__["_dynvm_idle"] = _MODULE_IDLE_ATTRIBUTES
+                    self.__dict__["_dynvm_idle"] = _module_idle_attributes
 
             def forward(self, *args, **kwargs):
                 call = self._compiled_call

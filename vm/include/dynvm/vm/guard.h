@@ -139,6 +139,12 @@ using GuardPayload = std::variant<std::monostate DYNVM_GUARD_KINDS(DYNVM_GUARD_P
 // "TENSOR_MATCH".
 const char* guard_kind_name(GuardKind kind);
 
+// The hook dicts an nn.Module instance may carry, and torch's global module hook dicts (in
+// torch.nn.modules.module), across the torch versions dynvm supports: what NO_HOOKS and
+// NO_GLOBAL_HOOKS read (a torch without some of them skips those).
+const std::vector<std::string>& module_hook_names();
+const std::vector<std::string>& global_module_hook_names();
+
 struct Guard {
   GuardKind kind = GuardKind::TypeMatch;
   int source = -1;  // slot in the set's SourceTable; -1 for global-state kinds
