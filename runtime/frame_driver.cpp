@@ -365,7 +365,14 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
   if (ops > 0) {
     ++counters().frames_traced;
     run_report().frames_compiled.insert(code_name(code));
-    run_report().graphs.push_back({code_name(code), location(*cache.info, start), ops});
+    RunReport::Graph entry{code_name(code), location(*cache.info, start), ops, {}, {}};
+    for (size_t i = 0; i < trace.graph.symbols().size(); ++i) {
+      entry.symbols.push_back("s" + std::to_string(i) + " = " + trace.graph.symbols()[i].source);
+    }
+    for (const graph::SymRelation& r : trace.graph.relations()) {
+      entry.relations.push_back(r.to_string());
+    }
+    run_report().graphs.push_back(std::move(entry));
     if (log_enabled("graph")) {
       std::fprintf(stderr, "dynvm: graph of %s from %s\n%s\n", code_name(code).c_str(),
                    location(*cache.info, start).c_str(), graph::to_text(trace.graph).c_str());

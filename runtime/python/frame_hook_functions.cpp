@@ -98,9 +98,19 @@ PyObject* report(PyObject*, PyObject*) {
     PyList_Append(frames, s);
     Py_DECREF(s);
   }
+  auto texts = [](const std::vector<std::string>& items) {
+    PyObject* list = PyList_New(0);
+    for (const std::string& item : items) {
+      PyObject* text = PyUnicode_FromString(item.c_str());
+      PyList_Append(list, text);
+      Py_DECREF(text);
+    }
+    return list;
+  };
   for (const RunReport::Graph& g : r.graphs) {
-    PyObject* d = Py_BuildValue("{s:s,s:s,s:n}", "function", g.function.c_str(), "location",
-                                g.location.c_str(), "ops", static_cast<Py_ssize_t>(g.ops));
+    PyObject* d = Py_BuildValue("{s:s,s:s,s:n,s:N,s:N}", "function", g.function.c_str(), "location",
+                                g.location.c_str(), "ops", static_cast<Py_ssize_t>(g.ops),
+                                "symbols", texts(g.symbols), "relations", texts(g.relations));
     PyList_Append(graphs, d);
     Py_DECREF(d);
   }

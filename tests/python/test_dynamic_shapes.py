@@ -182,6 +182,29 @@ def test_explain_shows_the_symbols_and_their_sources():
     out = dynvm.explain(dynvm.compile(f, dynamic=True))(torch.randn(3, 4))
     assert any(g.startswith("TENSOR_MATCH L['x']") and "[s0, s1] stride [s1, 1]" in g
                for g in out.guards)
+    assert out.symbols == [["s0 = L['x'].size()[0]", "s1 = L['x'].size()[1]"]]
+    assert "graph 0: dynamic sizes s0 = L['x'].size()[0], s1 = L['x'].size()[1]" in str(out)
+
+
+def test_the_run_report_lists_the_symbols_and_relations(tmp_path):
+    script = tmp_path / "sizes.py"
+    script.write_text(
+        "import torch\n"
+        "def f(x):\n"
+        "    if x.size(0) > 4:\n"
+        "        return x.sum(0)\n"
+        "    return x.mean(0)\n"
+        "for n in (2, 3, 5, 6):\n"
+        "    f(torch.randn(n, 3))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DYNVM_")}
+    exe = os.path.abspath(os.environ["DYNVM_EXE"]) if "DYNVM_EXE" in os.environ else None
+    if exe is None:
+        pytest.skip("DYNVM_EXE does not name the dynvm executable")
+    result = subprocess.run([exe, "run", "--backend", "eager", str(script)], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    # The first size is traced as it is; the second makes dimension 0 symbolic.
+    assert "dynamic sizes: s0 = L['x'].size()[0]; assumes s0 <= 4" in result.stderr
 
 
 class Block(torch.nn.Module):

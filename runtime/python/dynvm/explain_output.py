@@ -23,23 +23,33 @@ def _op_names(graph_text):
     return re.findall(r"= ([A-Za-z_][\w]*::[\w.]+)\(", graph_text)
 
 
+def _symbols(graph_text):
+    """'s0 = L['x'].size()[0]' per size symbol a graph declares (dynamic shapes)."""
+    import re
+
+    return [f"{name} = {source}" for name, source in
+            re.findall(r'^symbol (s\d+) = -?\d+ from "(.*)"$', graph_text, re.MULTILINE)]
+
+
 class ExplainOutput(Record):
     """The result of dynvm.explain(fn)(*args, **kwargs): graph_count, graph_break_count,
     break_reasons (BreakReason), ops_per_graph (lists of op names), guards (their
-    descriptions), cuda_graphs (mode="reduce-overhead": per graph, whether it replays as a
+    descriptions), symbols (per graph, its size symbols and where each is read: dynamic
+    shapes), cuda_graphs (mode="reduce-overhead": per graph, whether it replays as a
     CUDA graph, or why not) and note (why the numbers are what they are, when that needs
     saying)."""
 
     FIELDS = ("graph_count", "graph_break_count", "break_reasons", "ops_per_graph", "guards",
-              "cuda_graphs", "note")
+              "symbols", "cuda_graphs", "note")
 
     def __init__(self, graph_count=0, graph_break_count=0, break_reasons=None,
-                 ops_per_graph=None, guards=None, cuda_graphs=None, note=""):
+                 ops_per_graph=None, guards=None, symbols=None, cuda_graphs=None, note=""):
         self.graph_count = graph_count
         self.graph_break_count = graph_break_count
         self.break_reasons = [] if break_reasons is None else break_reasons
         self.ops_per_graph = [] if ops_per_graph is None else ops_per_graph
         self.guards = [] if guards is None else guards
+        self.symbols = [] if symbols is None else symbols
         self.cuda_graphs = [] if cuda_graphs is None else cuda_graphs
         self.note = note
 
@@ -54,6 +64,7 @@ class ExplainOutput(Record):
             break_reasons=[BreakReason(r, f, l) for r, f, l in native["breaks"]],
             ops_per_graph=ops,
             guards=list(native["guards"]),
+            symbols=[_symbols(text) for text in native["graphs"]],
             cuda_graphs=list(native.get("cuda_graphs", [])),
         )
 
@@ -66,6 +77,8 @@ class ExplainOutput(Record):
         for index, ops in enumerate(self.ops_per_graph):
             lines.append(f"graph {index}: {len(ops)} ops: {', '.join(ops)}")
         lines += [f"guard: {guard}" for guard in self.guards]
+        lines += [f"graph {index}: dynamic sizes {', '.join(symbols)}"
+                  for index, symbols in enumerate(self.symbols) if symbols]
         lines += [f"graph {index}: {note}" for index, note in enumerate(self.cuda_graphs)]
         if self.note:
             lines.append(f"note: {self.note}")

@@ -97,6 +97,10 @@ def format_text(report):
     for graph in report["graphs"]:
         if "location" in graph:
             lines.append(f"  graph of {graph['ops']} ops: {graph['function']} from {graph['location']}")
+            if graph.get("symbols"):
+                assumed = "; assumes " + ", ".join(graph["relations"]) \
+                    if graph.get("relations") else ""
+                lines.append(f"    dynamic sizes: {', '.join(graph['symbols'])}{assumed}")
     for event in report["graph_breaks"]:
         count = f" ({event['count']}x)" if event.get("count", 1) > 1 else ""
         lines.append(f"  graph break at {_where(event)}{count}: {event.get('reason', '')}")

@@ -16,6 +16,9 @@ struct RunReport {
     std::string function;  // qualified name
     std::string location;  // file:line where the traced part starts
     size_t ops = 0;
+    // Dynamic shapes: "s0 = L['x'].size()[0]" per size symbol, and the relations assumed.
+    std::vector<std::string> symbols;
+    std::vector<std::string> relations;
   };
   struct Break {
     std::string reason;
