@@ -184,23 +184,21 @@ PyRef TorchBridge::dynamic_dims_of(PyObject* real, const SourcePtr& source) cons
   return tuple;
 }
 
-graph::SymExpr TorchBridge::sym_expr_of(PyObject* number) {
-  PyRef text = PyRef::steal(PyObject_CallMethod(session_.get(), "sym_text", "O", number));
-  if (!text) unsupported_from_python_error("a symbolic size");
-  Expected<graph::SymExpr> expr = graph::parse_sym_expr(PyUnicode_AsUTF8(text.get()));
-  if (!expr) unsupported("internal: a symbolic size: " + expr.error().message);
-  return std::move(*expr);
-}
-
 graph::Argument TorchBridge::sym_argument(PyObject* number, const char* op) {
-  PyRef fixed = PyRef::steal(PyObject_CallMethod(session_.get(), "sym_constant", "O", number));
-  if (!fixed) unsupported_from_python_error("a symbolic number");
-  graph::Argument literal;
-  if (fixed.get() != Py_None && literal_argument(fixed.get(), &literal)) return literal;
-  if (reinterpret_cast<PyObject*>(Py_TYPE(number)) != KnownObjects::get()->sym_int_type.get()) {
+  // The number the guards fix it to, or its expression's text.
+  PyRef described = PyRef::steal(PyObject_CallMethod(session_.get(), "sym_argument", "O", number));
+  if (!described) unsupported_from_python_error("a symbolic number");
+  if (described.get() == Py_None) {
     unsupported(std::string("operator ") + op + " takes a symbolic " + Py_TYPE(number)->tp_name);
   }
-  return graph::Argument::sym_int(sym_expr_of(number));
+  graph::Argument literal;
+  if (!PyUnicode_Check(described.get())) {
+    if (literal_argument(described.get(), &literal)) return literal;
+    unsupported(std::string("operator ") + op + " takes a " + Py_TYPE(described.get())->tp_name);
+  }
+  Expected<graph::SymExpr> expr = graph::parse_sym_expr(PyUnicode_AsUTF8(described.get()));
+  if (!expr) unsupported("internal: a symbolic size: " + expr.error().message);
+  return graph::Argument::sym_int(std::move(*expr));
 }
 
 graph::TensorMeta TorchBridge::meta_of(PyObject* fake) {

@@ -74,7 +74,6 @@ class TorchBridge {
   graph::TensorMeta meta_of(PyObject* fake);              // borrowed; symbolic sizes too
   // The dimensions of an input to trace symbolically (a tuple of ints), or null.
   PyRef dynamic_dims_of(PyObject* real, const SourcePtr& source) const;
-  graph::SymExpr sym_expr_of(PyObject* number);  // a torch.SymInt (borrowed)
   graph::Argument sym_argument(PyObject* number, const char* op);
 
   TraceContext& context_;

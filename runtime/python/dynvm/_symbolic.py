@@ -193,18 +193,3 @@ class SymbolTable:
         """(source text, hint) per symbol, in dynvm's numbering."""
         return [(text, hint) for _, text, hint in self.symbols]
 
-
-def is_symbolic_number(value):
-    return isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool))
-
-
-def concrete(value):
-    """The Python number a symbolic one has at this trace's sizes; the ShapeEnv records
-    the guard that keeps it so (a size used where only a fixed value will do)."""
-    if isinstance(value, torch.SymBool):
-        return bool(value)
-    if isinstance(value, torch.SymFloat):
-        return float(value)
-    if isinstance(value, torch.SymInt):
-        return int(value)
-    return value

@@ -246,6 +246,7 @@ def _is_tensor(x):
 
 
 _SYMBOLIC_NUMBERS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_NO_CONTEXT = contextlib.nullcontext()  # reusable: enters and leaves doing nothing
 
 
 def _hint(size):
@@ -359,7 +360,7 @@ class TraceSession:
         operators then decompose through their Python (SymInt-aware) implementations,
         where some C++ ones would read a concrete numel()."""
         if self.symbols is None:
-            return contextlib.nullcontext()
+            return _NO_CONTEXT
         from torch._dispatch.python import enable_python_dispatcher
         return enable_python_dispatcher()
 
@@ -373,13 +374,14 @@ class TraceSession:
         return ([int(_hint(s)) for s in shape], [int(_hint(s)) for s in stride],
                 [self.symbols.text(s) for s in shape], [self.symbols.text(s) for s in stride])
 
-    def sym_text(self, value):
-        """A torch.SymInt as the graph IR's expression text (Untranslatable otherwise)."""
-        return self.symbols.text(value)
-
-    def sym_constant(self, value):
-        """The number a torch.SymInt, SymFloat or SymBool is fixed to, or None."""
-        return self.symbols.constant(value)
+    def sym_argument(self, value):
+        """A torch.SymInt, SymFloat or SymBool as an operator argument: the number the
+        guards fix it to, else a SymInt's expression in the graph IR's text form, else
+        None (a symbolic float or bool, which the graph cannot take)."""
+        fixed = self.symbols.constant(value)
+        if fixed is not None:
+            return fixed
+        return self.symbols.text(value) if isinstance(value, torch.SymInt) else None
 
     def symbolic_summary(self):
         """([(source text, hint)] per symbol, [relation text]) at the end of a trace."""
