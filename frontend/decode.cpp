@@ -112,6 +112,11 @@ class Decoder {
         return fail_at(ins.offset, std::string(info.name) +
                                        " (instrumented code must be read through co_code)");
       }
+      if (info.base == Opcode::ENTER_EXECUTOR) {
+        return fail_at(ins.offset,
+                       "ENTER_EXECUTOR (code that runs an executor must be read "
+                       "through co_code)");
+      }
       ins.arg_kind = info.arg;
       if (info.has_arg()) {
         ins.arg = extended | static_cast<uint8_t>(bytes[unit * 2 + 1]);
@@ -182,7 +187,9 @@ class Decoder {
   }
 
   MaybeError resolve_arguments() {
-    const bool py312 = code_.version.minor >= 12;
+    // COMPARE_OP keeps the comparison above 4 bits (3.12: a specialisation mask) or 5 (3.13:
+    // the mask and the convert-to-bool bit).
+    const int compare_shift = code_.version.minor >= 13 ? 5 : code_.version.minor == 12 ? 4 : 0;
     const size_t nlocals = code_.localsplus.size();
     for (auto& ins : code_.instructions) {
       const OpcodeInfo& info = table_[ins.code_byte];
@@ -223,12 +230,19 @@ class Decoder {
           ins.index = static_cast<int32_t>(arg);
           error = check_index(ins, arg, nlocals, "co_localsplusnames");
           break;
+        case ArgKind::kLocalPair:
+          ins.index = static_cast<int32_t>(arg >> 4);
+          ins.arg_value = static_cast<uint8_t>(arg & 15);
+          error = check_index(ins, arg >> 4, nlocals, "co_localsplusnames");
+          if (!error) error = check_index(ins, arg & 15, nlocals, "co_localsplusnames");
+          break;
         case ArgKind::kJump:
           error = resolve_jump(ins, info.jump);
           break;
         case ArgKind::kCompare: {
-          uint32_t cmp = py312 ? arg >> 4 : arg;
+          uint32_t cmp = arg >> compare_shift;
           ins.arg_value = static_cast<uint8_t>(cmp);
+          if (compare_shift == 5 && (arg & 16)) ins.arg_flags |= kArgToBool;
           error = check_index(ins, cmp, kCompareOpCount, "the comparison operators");
           break;
         }
@@ -248,8 +262,16 @@ class Decoder {
           ins.arg_value = static_cast<uint8_t>(arg & 3);
           if (arg & 4) ins.arg_flags |= kArgFormatSpec;
           break;
+        case ArgKind::kConvertValue:
+          ins.arg_value = static_cast<uint8_t>(arg);
+          error = check_index(ins, arg, 4, "the conversions");
+          break;
       }
       if (error) return error;
+    }
+    int32_t label = 0;
+    for (auto& ins : code_.instructions) {
+      if (ins.is_jump_target) ins.label = ++label;
     }
     return std::nullopt;
   }
@@ -302,8 +324,20 @@ class Decoder {
   std::vector<int32_t> instruction_at_unit_;
 };
 
+// Decodes one code object of a version the frontend reads, normalising it where the VM
+// executes the version.
+Expected<CodeInfo> decode_one(const RawCode& raw) {
+  if (!is_supported_version(raw.version)) {
+    return make_error("code object '" + raw.qualname + "': unsupported Python version " +
+                      raw.version.to_string() + " (dynvm reads 3.11, 3.12 and 3.13)");
+  }
+  auto decoded = Decoder(raw, opcode_table(raw.version)).run();
+  if (!decoded || !is_executable_version(raw.version)) return decoded;
+  return normalize(std::move(*decoded));
+}
+
 Expected<CodeInfo> decode_nested(const RawCode& raw, int depth) {
-  auto code = decode(raw);
+  auto code = decode_one(raw);
   if (!code) return code;
   for (size_t i = 0; i < code->consts.size(); ++i) {
     const ConstantPtr& constant = code->consts[i];
@@ -323,14 +357,12 @@ Expected<CodeInfo> decode_nested(const RawCode& raw, int depth) {
 }  // namespace
 
 Expected<CodeInfo> decode(const RawCode& raw) {
-  if (!is_supported_version(raw.version)) {
-    return make_error("code object '" + raw.qualname + "': unsupported Python version " +
-                      std::to_string(raw.version.major) + "." + std::to_string(raw.version.minor) +
-                      " (dynvm reads 3.11 and 3.12)");
+  if (!is_executable_version(raw.version)) {
+    return make_error("code object '" + raw.qualname + "': the VM executes bytecode of Python " +
+                      "3.11 and 3.12, not " + raw.version.to_string() +
+                      (is_supported_version(raw.version) ? " (dynvm dis lists it)" : ""));
   }
-  auto decoded = Decoder(raw, opcode_table(raw.version)).run();
-  if (!decoded) return decoded;
-  return normalize(std::move(*decoded));
+  return decode_one(raw);
 }
 
 Expected<CodeInfo> decode_recursive(const RawCode& raw) { return decode_nested(raw, 0); }

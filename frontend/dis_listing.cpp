@@ -166,6 +166,99 @@ void format_one_text(const CodeInfo& code, std::string& out) {
   }
 }
 
+// 3.13's dis.findlinestarts: where co_lines() changes line, a stretch without a line
+// (-1 here) counting as one.
+std::map<uint32_t, int> line_starts_3_13(const CodeInfo& code) {
+  std::map<uint32_t, int> starts;
+  bool have_last = false;
+  int last = 0;
+  for (const auto& entry : code.locations) {
+    if (entry.start >= code.code_units) break;
+    int line =
+        entry.form == LocationForm::kNone || entry.positions.line < 0 ? -1 : entry.positions.line;
+    if (!have_last || line != last) {
+      starts[entry.start * 2] = line;
+      last = line;
+      have_last = true;
+    }
+  }
+  return starts;
+}
+
+// The text of 3.13's dis.dis(): no offsets, a label column naming jump targets and the
+// exception table's offsets (L1, L2, ... in offset order), and jumps and the exception
+// table written with those labels.
+void format_one_text_3_13(const CodeInfo& code, std::string& out) {
+  const auto starts = line_starts_3_13(code);
+  int max_line = -1;
+  bool has_no_line = false;
+  for (const auto& [offset, line] : starts) {
+    if (line > 0) max_line = std::max(max_line, line);
+    if (line < 0) has_no_line = true;
+  }
+  constexpr std::string_view kNoLine = "  --";
+  size_t lineno_width = 0;
+  if (max_line > 0) {
+    lineno_width = std::max<size_t>(3, std::to_string(max_line).size());
+    if (lineno_width < kNoLine.size() && has_no_line) lineno_width = kNoLine.size();
+  }
+  std::map<uint32_t, int> labels;
+  for (const auto& ins : code.instructions) {
+    if (ins.is_jump_target) labels[ins.offset] = 0;
+  }
+  for (const auto& entry : code.exception_table) {
+    labels[entry.start] = labels[entry.end] = labels[entry.target] = 0;
+  }
+  int next_label = 0;
+  for (auto& [offset, label] : labels) label = ++next_label;
+  auto label_of = [&](uint32_t offset) { return "L" + std::to_string(labels[offset]); };
+  const size_t label_width = 4 + std::to_string(labels.size()).size();
+
+  ArgreprCache argrepr(code);
+  for (const auto& ins : code.instructions) {
+    auto start = starts.find(ins.offset);
+    const bool starts_line = start != starts.end();
+    if (lineno_width && starts_line && ins.offset > 0) out += '\n';
+    std::string line;
+    if (lineno_width) {
+      if (!starts_line) {
+        line += std::string(lineno_width, ' ');
+      } else {
+        line += pad_left(start->second < 0 ? std::string(kNoLine) : std::to_string(start->second),
+                         lineno_width);
+      }
+      line += ' ';
+    }
+    auto label = labels.find(ins.offset);
+    line += label != labels.end() ? pad_left(label_of(ins.offset) + ":", label_width)
+                                  : std::string(label_width, ' ');
+    line += "     ";  // the current-instruction column between two separators
+    const std::string_view name = opcode_name(ins.opcode);
+    line += pad_right(std::string(name), kOpnameWidth);
+    if (ins.has_arg()) {
+      // A name longer than the column takes room from the argument's.
+      const size_t name_width = kOpnameWidth, arg_column = kOpargWidth;
+      const size_t excess = name.size() > name_width ? name.size() - name_width : 0;
+      const size_t arg_width = excess < arg_column ? arg_column - excess : 0;
+      line += ' ';
+      line += pad_left(std::to_string(shown_arg(ins)), arg_width);
+      std::string text =
+          ins.arg_kind == ArgKind::kJump ? "to " + label_of(ins.jump_target_offset) : argrepr(ins);
+      if (!text.empty()) line += " (" + text + ")";
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line;
+    out += '\n';
+  }
+  if (!code.exception_table.empty()) {
+    out += "ExceptionTable:\n";
+    for (const auto& e : code.exception_table) {
+      out += "  " + label_of(e.start) + " to " + label_of(e.end) + " -> " + label_of(e.target) +
+             " [" + std::to_string(e.depth) + "]" + (e.lasti ? " lasti" : "") + "\n";
+    }
+  }
+}
+
 void format_one_json(const CodeInfo& code, std::string& out) {
   ArgreprCache argrepr(code);
   out += "{\"qualname\": ";
@@ -211,28 +304,43 @@ std::string dis_argrepr(const CodeInfo& code, const Instruction& ins) {
     }
     case ArgKind::kName:
       return name_at(code.names, ins.index);
+    // 3.13 pushes the NULL (or self) after the callable, and its dis says so.
     case ArgKind::kGlobalName: {
       std::string name = name_at(code.names, ins.index);
-      return (ins.arg_flags & kArgPushNull) && !name.empty() ? "NULL + " + name : name;
+      if (!(ins.arg_flags & kArgPushNull) || name.empty()) return name;
+      return code.version.minor >= 13 ? name + " + NULL" : "NULL + " + name;
     }
     case ArgKind::kAttrName:
     case ArgKind::kSuperAttrName: {
       std::string name = name_at(code.names, ins.index);
-      return (ins.arg_flags & kArgMethod) && !name.empty() ? "NULL|self + " + name : name;
+      if (!(ins.arg_flags & kArgMethod) || name.empty()) return name;
+      return code.version.minor >= 13 ? name + " + NULL|self" : "NULL|self + " + name;
     }
     case ArgKind::kLocal:
     case ArgKind::kCell:
       return std::string(code.local_name(ins.index));
-    case ArgKind::kJump:
-      return "to " + std::to_string(ins.jump_target_offset);
-    case ArgKind::kCompare:
-      return std::string(compare_op_symbol(ins.compare_op()));
+    case ArgKind::kLocalPair:
+      return std::string(code.local_name(ins.index)) + ", " +
+             std::string(code.local_name(ins.second_index()));
+    case ArgKind::kJump: {
+      // 3.13 names jump targets by label; decode() numbered them.
+      if (code.version.minor < 13) return "to " + std::to_string(ins.jump_target_offset);
+      auto target = static_cast<size_t>(ins.jump_target);
+      if (target >= code.instructions.size()) return {};
+      return "to L" + std::to_string(code.instructions[target].label);
+    }
+    case ArgKind::kCompare: {
+      std::string symbol(compare_op_symbol(ins.compare_op()));
+      return ins.arg_flags & kArgToBool ? "bool(" + symbol + ")" : symbol;
+    }
     case ArgKind::kBinaryOp:
       return std::string(binary_op_symbol(ins.binary_op()));
     case ArgKind::kIntrinsic1:
       return std::string(intrinsic1_name(ins.intrinsic1()));
     case ArgKind::kIntrinsic2:
       return std::string(intrinsic2_name(ins.intrinsic2()));
+    case ArgKind::kConvertValue:
+      return std::string(kFormatConversions[ins.arg_value & 3]);
     case ArgKind::kFormatValue: {
       std::string text(kFormatConversions[ins.arg_value & 3]);
       if (ins.arg_flags & kArgFormatSpec) text += text.empty() ? "with format" : ", with format";
@@ -257,7 +365,12 @@ std::string format_dis_text(const CodeInfo& code) {
   std::string out;
   for (size_t i = 0; i < all.size(); ++i) {
     if (i) out += "\nDisassembly of " + all[i].second + ":\n";
-    format_one_text(*all[i].first, out);
+    const CodeInfo& one = *all[i].first;
+    if (one.version.minor >= 13) {
+      format_one_text_3_13(one, out);
+    } else {
+      format_one_text(one, out);
+    }
   }
   return out;
 }
@@ -275,6 +388,10 @@ std::string format_dis_json(const CodeInfo& code) {
 }
 
 std::string format_normalized(const CodeInfo& code) {
+  if (!code.normalized) {
+    return "not normalised: the VM does not execute Python " + code.version.to_string() +
+           " bytecode\n";
+  }
   std::string out;
   for (size_t i = 0; i < code.instructions.size(); ++i) {
     const auto& ins = code.instructions[i];

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "dynvm/frontend/opcode.h"
+
 namespace dynvm::frontend {
 namespace {
 
@@ -719,11 +721,11 @@ class MarshalReader {
     return true;
   }
 
-  // The fields in the order 3.11 and 3.12 write them (w_object's TYPE_CODE case).
+  // The fields in the order 3.11 to 3.13 write them (w_object's TYPE_CODE case).
   ConstantPtr read_code_object(size_t start, bool flagged) {
-    if (options_.version != PythonVersion{3, 11} && options_.version != PythonVersion{3, 12}) {
+    if (!is_supported_version(options_.version)) {
       fail(start, "code objects of Python " + options_.version.to_string() +
-                      " are not supported (dynvm reads 3.11 and 3.12)");
+                      " are not supported (dynvm reads 3.11, 3.12 and 3.13)");
       return nullptr;
     }
     const size_t slot = flagged ? reserve_ref() : 0;

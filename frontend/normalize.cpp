@@ -504,6 +504,18 @@ class Normalizer {
       case Opcode::RESERVED:
       case Opcode::INSTRUMENTED_INSTRUCTION:
       case Opcode::INSTRUMENTED_LINE:
+      case Opcode::ENTER_EXECUTOR:
+      // 3.13's own instructions: normalize() refuses 3.13 code before it gets here.
+      case Opcode::EXIT_INIT_CHECK:
+      case Opcode::FORMAT_SIMPLE:
+      case Opcode::FORMAT_WITH_SPEC:
+      case Opcode::TO_BOOL:
+      case Opcode::CALL_KW:
+      case Opcode::CONVERT_VALUE:
+      case Opcode::LOAD_FAST_LOAD_FAST:
+      case Opcode::SET_FUNCTION_ATTRIBUTE:
+      case Opcode::STORE_FAST_LOAD_FAST:
+      case Opcode::STORE_FAST_STORE_FAST:
         return fail_at(ins, "cannot normalise " + std::string(opcode_name(ins.opcode)));
     }
     return std::nullopt;
@@ -515,8 +527,17 @@ class Normalizer {
 
 }  // namespace
 
+bool is_executable_version(PythonVersion version) {
+  return version == PythonVersion{3, 11} || version == PythonVersion{3, 12};
+}
+
 Expected<CodeInfo> normalize(CodeInfo code) {
+  if (!is_executable_version(code.version)) {
+    return make_error("code object '" + code.qualname + "': Python " + code.version.to_string() +
+                      " bytecode has no normalised form (the VM executes 3.11 and 3.12)");
+  }
   if (auto error = Normalizer(code).run()) return *error;
+  code.normalized = true;
   return code;
 }
 

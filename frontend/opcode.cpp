@@ -45,6 +45,12 @@ std::array<OpcodeInfo, 256> bytes_3_12() {
   return table;
 }
 
+std::array<OpcodeInfo, 256> bytes_3_13() {
+  std::array<OpcodeInfo, 256> table{};
+#include "opcodes_3_13.def"
+  return table;
+}
+
 #undef DYNVM_OPCODE
 
 template <typename Enum, std::size_t N>
@@ -74,15 +80,17 @@ std::optional<uint8_t> OpcodeTable::byte_of(Opcode op) const {
 }
 
 bool is_supported_version(PythonVersion version) {
-  return version.major == 3 && (version.minor == 11 || version.minor == 12);
+  return version.major == 3 && version.minor >= 11 && version.minor <= 13;
 }
 
 const OpcodeTable& opcode_table(PythonVersion version) {
   static const OpcodeTable kTable311({3, 11}, bytes_3_11());
   static const OpcodeTable kTable312({3, 12}, bytes_3_12());
+  static const OpcodeTable kTable313({3, 13}, bytes_3_13());
   static const OpcodeTable kNoTable({0, 0}, std::array<OpcodeInfo, 256>{});
   if (version == PythonVersion{3, 11}) return kTable311;
   if (version == PythonVersion{3, 12}) return kTable312;
+  if (version == PythonVersion{3, 13}) return kTable313;
   return kNoTable;
 }
 

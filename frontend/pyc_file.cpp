@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "dynvm/frontend/marshal_reader.h"
+#include "dynvm/frontend/opcode.h"
 
 namespace dynvm::frontend {
 namespace {
@@ -35,10 +36,6 @@ uint32_t read_le32(std::string_view bytes, size_t at) {
   uint32_t value = 0;
   for (size_t i = 4; i-- > 0;) value = (value << 8) | static_cast<unsigned char>(bytes[at + i]);
   return value;
-}
-
-bool is_supported(PythonVersion version) {
-  return version == PythonVersion{3, 11} || version == PythonVersion{3, 12};
 }
 
 }  // namespace
@@ -108,10 +105,10 @@ Expected<PycHeader> read_pyc_header(std::string_view bytes) {
 Expected<PycFile> read_pyc_bytes(std::string_view bytes) {
   Expected<PycHeader> header = read_pyc_header(bytes);
   if (!header) return header.error();
-  if (!is_supported(header->version)) {
+  if (!is_supported_version(header->version)) {
     return make_error("unsupported Python version " + header->version.to_string() +
                       " (magic number " + std::to_string(header->magic_number) +
-                      "): dynvm reads .pyc files of Python 3.11 and 3.12");
+                      "): dynvm reads .pyc files of Python 3.11, 3.12 and 3.13");
   }
   MarshalReadOptions options;
   options.version = header->version;

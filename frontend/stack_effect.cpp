@@ -1,5 +1,5 @@
-// Stack effects of CPython 3.11's and 3.12's instructions, as each version's compiler
-// (and so dis.stack_effect) computes them.
+// Stack effects of CPython 3.11's, 3.12's and 3.13's instructions, as each version's
+// compiler (and so dis.stack_effect) computes them.
 #include "dynvm/frontend/stack_effect.h"
 
 #include <algorithm>
@@ -20,7 +20,7 @@ int make_function_inputs(int oparg) {
          ((oparg & 0x08) != 0);
 }
 
-// Effects that are the same in 3.11 and 3.12.
+// Effects that are the same in 3.11, 3.12 and 3.13 (where the version has the opcode).
 std::optional<Effect> common_effect(Opcode op, int oparg) {
   switch (op) {
     case Opcode::CACHE:
@@ -208,34 +208,85 @@ std::optional<Effect> effect_3_12(Opcode op, int oparg) {
   }
 }
 
-// 3.12's instrumented opcodes declare effects of their own.
-std::optional<Effect> instrumented_effect_3_12(Opcode base, int oparg) {
+// 3.13 (changed effects first, then its new instructions).
+std::optional<Effect> effect_3_13(Opcode op, int oparg) {
+  switch (op) {
+    case Opcode::END_FOR:  // only the value; a POP_TOP after it pops the iterator
+    case Opcode::EXIT_INIT_CHECK:
+    case Opcode::FORMAT_WITH_SPEC:
+    case Opcode::SET_FUNCTION_ATTRIBUTE:
+      return same(-1);
+    case Opcode::MAKE_FUNCTION:  // the attributes come with SET_FUNCTION_ATTRIBUTE
+    case Opcode::TO_BOOL:
+    case Opcode::FORMAT_SIMPLE:
+    case Opcode::CONVERT_VALUE:
+    case Opcode::ENTER_EXECUTOR:
+    case Opcode::STORE_FAST_LOAD_FAST:
+      return same(0);
+    case Opcode::RETURN_GENERATOR:
+      return same(1);
+    case Opcode::LOAD_FAST_LOAD_FAST:
+      return same(2);
+    case Opcode::STORE_FAST_STORE_FAST:
+      return same(-2);
+    case Opcode::CALL_KW:  // callable, self|NULL, the arguments and the names tuple
+      return same(-2 - oparg);
+    default:
+      return effect_3_12(op, oparg);
+  }
+}
+
+std::optional<Effect> base_effect(PythonVersion version, Opcode op, int oparg) {
+  switch (version.minor) {
+    case 11:
+      return effect_3_11(op, oparg);
+    case 12:
+      return effect_3_12(op, oparg);
+    default:
+      return effect_3_13(op, oparg);
+  }
+}
+
+// Instrumented opcodes (3.12+) declare effects of their own.
+std::optional<Effect> instrumented_effect(PythonVersion version, Opcode base, int oparg) {
   switch (base) {
     case Opcode::LOAD_SUPER_ATTR:
     case Opcode::RETURN_VALUE:
     case Opcode::END_FOR:
     case Opcode::END_SEND:
-      return effect_3_12(base, oparg);
+      return base_effect(version, base, oparg);
     default:
       return same(0);
   }
 }
 
-std::optional<Effect> pseudo_effect_3_12(std::string_view name) {
+std::optional<Effect> pseudo_effect(PythonVersion version, std::string_view name) {
   if (name == "JUMP" || name == "JUMP_NO_INTERRUPT") return same(0);
-  if (name == "LOAD_METHOD") return same(1);
+  if (name == "LOAD_METHOD" || name == "LOAD_CLOSURE") return same(1);
   if (name == "LOAD_SUPER_METHOD" || name == "LOAD_ZERO_SUPER_METHOD" ||
       name == "LOAD_ZERO_SUPER_ATTR" || name == "STORE_FAST_MAYBE_NULL") {
     return same(-1);
   }
-  return std::nullopt;  // the SETUP_* and POP_BLOCK pseudo ops have none
+  if (version.minor < 13) return std::nullopt;  // 3.12: the block set-up ops have none
+  // 3.13: a handler's entry pushes the exception (SETUP_CLEANUP: and lasti).
+  if (name == "POP_BLOCK") return same(0);
+  if (name == "SETUP_FINALLY" || name == "SETUP_WITH") return Effect{0, 1};
+  if (name == "SETUP_CLEANUP") return Effect{0, 2};
+  return std::nullopt;
 }
 
-std::string_view pseudo_name_3_12(int opcode) {
+std::string_view pseudo_name(PythonVersion version, int opcode) {
 #define DYNVM_OPCODE(number, name, base, caches, jump, arg)
 #define DYNVM_PSEUDO_OPCODE(number, name) \
   if (opcode == (number)) return #name;
+  if (version.minor == 12) {
 #include "opcodes_3_12.def"
+  } else if (version.minor == 13) {
+// Defined again: each .def file undefines it at its end.
+#define DYNVM_PSEUDO_OPCODE(number, name) \
+  if (opcode == (number)) return #name;
+#include "opcodes_3_13.def"
+  }
 #undef DYNVM_OPCODE
   return {};
 }
@@ -251,20 +302,18 @@ std::optional<int> pick(std::optional<Effect> effect, std::optional<bool> jump) 
 std::optional<int> stack_effect(PythonVersion version, int opcode, int oparg,
                                 std::optional<bool> jump) {
   if (!is_supported_version(version)) return std::nullopt;
-  const bool py312 = version.minor == 12;
   if (opcode >= 256) {
-    if (!py312) return std::nullopt;
-    std::string_view name = pseudo_name_3_12(opcode);
-    return name.empty() ? std::nullopt : pick(pseudo_effect_3_12(name), jump);
+    std::string_view name = pseudo_name(version, opcode);
+    return name.empty() ? std::nullopt : pick(pseudo_effect(version, name), jump);
   }
   if (opcode < 0) return std::nullopt;
   const OpcodeInfo& info = opcode_table(version)[static_cast<uint8_t>(opcode)];
   if (!info.valid) return std::nullopt;
   if (!info.has_arg()) oparg = 0;
   if (info.name != opcode_name(info.base)) {
-    // Specialised forms have no effect of their own; instrumented ones (3.12) do.
-    if (py312 && info.name.substr(0, 13) == "INSTRUMENTED_") {
-      return pick(instrumented_effect_3_12(info.base, oparg), jump);
+    // Specialised forms have no effect of their own; instrumented ones (3.12+) do.
+    if (info.name.substr(0, 13) == "INSTRUMENTED_") {
+      return pick(instrumented_effect(version, info.base, oparg), jump);
     }
     return std::nullopt;
   }
@@ -275,8 +324,7 @@ std::optional<int> stack_effect(PythonVersion version, Opcode opcode, int oparg,
                                 std::optional<bool> jump) {
   if (!is_supported_version(version)) return std::nullopt;
   if (!opcode_table(version).byte_of(opcode)) return std::nullopt;
-  if (version.minor == 12) return pick(effect_3_12(opcode, oparg), jump);
-  return pick(effect_3_11(opcode, oparg), jump);
+  return pick(base_effect(version, opcode, oparg), jump);
 }
 
 }  // namespace dynvm::frontend

@@ -4,12 +4,11 @@
 Two steps, so that a table for a Python that is not installed here can be generated from a
 dump made elsewhere:
 
-    # on a machine with the Python in question (any of 3.11, 3.12):
+    # on a machine with the Python in question (any of 3.11, 3.12, 3.13):
     python3 scripts/gen_opcode_tables.py dump tests/data/py3XX/opcode_dump.json
 
     # with any Python, from every dump at once (the union of base opcodes needs all):
-    python3 scripts/gen_opcode_tables.py generate \
-        tests/data/py311/opcode_dump.json tests/data/py312/opcode_dump.json
+    python3 scripts/gen_opcode_tables.py generate tests/data/py31[123]/opcode_dump.json
 
 `generate` writes frontend/opcodes_3_XX.def for each dump and the version-independent
 frontend/include/dynvm/frontend/opcodes.def (base opcodes, binary operators, comparison
@@ -28,8 +27,11 @@ DUMP_FIELDS = [
     "opname", "opmap", "hasconst", "hasname", "hasjrel", "hasjabs", "haslocal", "hasfree",
     "hascompare", "cmp_op", "_nb_ops", "_inline_cache_entries", "_specializations",
     "_intrinsic_1_descs", "_intrinsic_2_descs", "hasarg", "HAVE_ARGUMENT", "EXTENDED_ARG",
-    "_specialized_instructions",
+    "_specialized_instructions", "_specialized_opmap",
 ]
+
+# Instructions whose argument packs two fast-local indices (3.13: first << 4 | second).
+LOCAL_PAIR_OPCODES = {"LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"}
 
 # Names the comparison symbols get in dynvm's CompareOp enum.
 COMPARE_NAMES = {"<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">": "GT", ">=": "GE"}
@@ -53,16 +55,21 @@ def dump_module(opcode_module, dis_module=None, version=None):
     if dis_module is None:
         return out
     have_argument = opcode_module.HAVE_ARGUMENT
+    # 3.13 renumbered the opcodes: an argument is what `hasarg` says (WITH_EXCEPT_START is
+    # at HAVE_ARGUMENT and takes none). Opcodes at or above HAVE_ARGUMENT still get rows
+    # for every argument, as 3.11 and 3.12 dumps have them.
+    hasarg = set(getattr(opcode_module, "hasarg", ()))
     effects = {}
     for name, op in opcode_module.opmap.items():
+        takes_arg = op >= have_argument or op in hasarg
         rows = []
         for arg in range(0, 301):
-            if op < have_argument and arg:
+            if not takes_arg and arg:
                 break
             row = []
             for jump in (None, True, False):
                 try:
-                    if op < have_argument:
+                    if not takes_arg:
                         row.append(dis_module.stack_effect(op, jump=jump))
                     else:
                         row.append(dis_module.stack_effect(op, arg, jump=jump))
@@ -103,20 +110,24 @@ class Table:
         if isinstance(caches, dict):  # some Pythons keep a name -> count mapping
             caches = [caches.get(dump["opname"][op], 0) for op in range(256)]
 
-        # Specialised instructions fill the unused numbers in order, as dis does.
         numbers = dict(opmap)
-        specialized = dump.get("_specialized_instructions")
-        if specialized is None:
-            specialized = [s for fam in dump["_specializations"].values() for s in fam]
-        used = set(opmap.values())
-        free_slots = [op for op in range(256) if op not in used]
-        for slot, name in zip(free_slots, specialized):
-            numbers[name] = slot
+        if "_specialized_opmap" in dump:
+            # 3.13 numbers its specialised instructions itself.
+            numbers.update(dump["_specialized_opmap"])
+        else:
+            # 3.11, 3.12: they fill the unused numbers in order, as dis does.
+            specialized = dump.get("_specialized_instructions")
+            if specialized is None:
+                specialized = [s for fam in dump["_specializations"].values() for s in fam]
+            used = set(opmap.values())
+            free_slots = [op for op in range(256) if op not in used]
+            for slot, name in zip(free_slots, specialized):
+                numbers[name] = slot
         base_of = {name: name for name in opmap}
         for base, family in dump["_specializations"].items():
             for name in family:
                 base_of[name] = base
-        # Instrumented opcodes (3.12) run their base instruction.
+        # Instrumented opcodes (3.12+) run their base instruction.
         for name in opmap:
             if name.startswith("INSTRUMENTED_") and name[len("INSTRUMENTED_"):] in opmap:
                 base_of[name] = name[len("INSTRUMENTED_"):]
@@ -141,6 +152,8 @@ class Table:
                 arg = "AttrName"
             elif base == "LOAD_SUPER_ATTR":
                 arg = "SuperAttrName"
+            elif base in LOCAL_PAIR_OPCODES:
+                arg = "LocalPair"
             elif op in dump["hasname"]:
                 arg = "Name"
             elif op in dump["haslocal"]:
@@ -157,8 +170,10 @@ class Table:
                 arg = "Intrinsic2"
             elif base == "FORMAT_VALUE":
                 arg = "FormatValue"
-            elif base == "MAKE_FUNCTION":
+            elif base in ("MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE"):
                 arg = "MakeFunctionFlags"
+            elif base == "CONVERT_VALUE":
+                arg = "ConvertValue"
             else:
                 arg = "Int"
             return caches[op], jump, arg
@@ -169,7 +184,7 @@ class Table:
             ncache, jump, arg = kinds(base)
             self.rows.append((number, name, base, ncache, jump, arg))
         self.bases = sorted({row[2] for row in self.rows}, key=lambda b: opmap[b])
-        # Pseudo opcodes (3.12) exist only inside the compiler; dis.stack_effect knows them.
+        # Pseudo opcodes (3.12+) exist only inside the compiler; dis.stack_effect knows them.
         self.pseudo = sorted((op, name) for name, op in dump["opmap"].items() if op >= 256)
         self.base_numbers = {b: opmap[b] for b in self.bases}
 
@@ -208,22 +223,29 @@ def union_text(tables):
                 seen.add(base)
                 order.append(base)
 
-    def single(field, check=lambda value: value):
+    def longest(field, check=lambda value: value):
+        """The field's list in the newest version; older versions must list a prefix of
+        it, so that one enum numbers the operators of every version."""
         values = [check(t.dump[field]) for t in tables if field in t.dump]
-        for value in values[1:]:
-            if value != values[0]:
+        if not values:
+            return []
+        newest = max(values, key=len)
+        for value in values:
+            if value != newest[:len(value)]:
                 sys.exit(f"{field} differs between versions; the union needs one list")
-        return values[0] if values else []
+        return newest
 
-    nb_ops = single("_nb_ops", lambda v: [list(x) for x in v])
-    cmp_op = single("cmp_op", list)
-    intrinsic_1 = single("_intrinsic_1_descs", list)
-    intrinsic_2 = single("_intrinsic_2_descs", list)
-    sources = ", ".join(t.source for t in tables)
+    nb_ops = longest("_nb_ops", lambda v: [list(x) for x in v])
+    cmp_op = longest("cmp_op", list)
+    intrinsic_1 = longest("_intrinsic_1_descs", list)
+    intrinsic_2 = longest("_intrinsic_2_descs", list)
     lines = [
         "// Every base opcode of the CPython versions dynvm reads, and their operator tables,",
         "// as X-macro lists; generated by scripts/gen_opcode_tables.py from",
-        f"// {sources}; do not edit.",
+    ]
+    lines += [f"// {t.source}," for t in tables[:-1]]
+    lines += [
+        f"// {tables[-1].source}; do not edit.",
         "//",
         "// Define the macros you need before including this file; the others default to nothing",
         "// and all are undefined at its end.",
@@ -232,6 +254,7 @@ def union_text(tables):
         "//   DYNVM_COMPARE_OP(name, symbol)     COMPARE_OP's comparison, in order (LT = 0)",
         "//   DYNVM_INTRINSIC_1(name)            CALL_INTRINSIC_1's argument (3.12+), in order",
         "//   DYNVM_INTRINSIC_2(name)            CALL_INTRINSIC_2's argument (3.12+), in order",
+        "// An operator list is the newest version's; older versions use a prefix of it.",
         "// clang-format off",
     ]
     for macro in ["DYNVM_BASE_OPCODE(name)", "DYNVM_BINARY_OP(name, symbol)",

@@ -1,7 +1,8 @@
 """dynvm's frontend against CPython's own dis, instruction by instruction and entry by
 entry of the exception tables, for every code object of 40 standard-library modules:
 on 3.11 through the live path (a PyCodeObject) and the .pyc path (dynvm's marshal
-reader), and on 3.12 through the .pyc fixtures made on a 3.12 machine."""
+reader), and on 3.12 and 3.13 through the .pyc fixtures made with those Pythons
+(tests/data/dis_fixtures/generate.py); for 3.13 also dis.dis()'s text of a few."""
 import gzip
 import importlib.util
 import json
@@ -68,18 +69,37 @@ def test_pyc_matches_dis(module, tmp_path):
     assert_same(json.loads(out.stdout), theirs, module)
 
 
-FIXTURES_312 = sorted((DATA / "py312" / "pyc").glob("*.pyc"))
+def fixtures(version):
+    return sorted((DATA / version / "pyc").glob("*.pyc"))
 
 
-@pytest.mark.parametrize("pyc", FIXTURES_312, ids=[p.stem for p in FIXTURES_312])
-def test_py312_fixture_matches_dis(pyc):
-    expected = json.loads(gzip.decompress((DATA / "py312" / "dis" / (pyc.stem + ".json.gz"))
+FIXTURES = [(version, pyc) for version in ("py312", "py313") for pyc in fixtures(version)]
+
+
+@pytest.mark.parametrize("version,pyc", FIXTURES,
+                         ids=["%s-%s" % (v, p.stem) for v, p in FIXTURES])
+def test_fixture_matches_dis(version, pyc):
+    expected = json.loads(gzip.decompress((DATA / version / "dis" / (pyc.stem + ".json.gz"))
                                           .read_bytes()))
     out = subprocess.run([DYNVM, "dis", "--json", str(pyc)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert_same(json.loads(out.stdout), dis_reference.normalize(expected), pyc.name)
 
 
+LISTED_313 = sorted((DATA / "py313" / "listing").glob("*.dis.txt"))
+
+
+@pytest.mark.parametrize("listing", LISTED_313, ids=[p.name.split(".dis")[0] for p in LISTED_313])
+def test_py313_text_matches_dis(listing):
+    """`dynvm dis` prints 3.13's dis.dis() text: labels instead of offsets."""
+    pyc = DATA / "py313" / "pyc" / (listing.name[:-len(".dis.txt")] + ".pyc")
+    out = subprocess.run([DYNVM, "dis", str(pyc)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == listing.read_text()
+
+
 def test_enough_modules_checked():
     assert len(dis_reference.MODULES) >= 40
-    assert len(FIXTURES_312) >= 20
+    assert len(fixtures("py312")) >= 40
+    assert len(fixtures("py313")) >= 40
+    assert len(LISTED_313) >= 4

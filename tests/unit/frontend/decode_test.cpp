@@ -1,5 +1,6 @@
 // decode(): instructions, resolved arguments, normalised ops that mean the same in 3.11
-// and 3.12, errors on malformed code, and every fixture code object decoding cleanly.
+// and 3.12, 3.13 decoded for listings only, errors on malformed code, and every fixture
+// code object decoding cleanly.
 #include <filesystem>
 #include <random>
 #include <string>
@@ -8,6 +9,7 @@
 #include "catch.h"
 #include "dynvm/frontend/decode.h"
 #include "dynvm/frontend/dis_listing.h"
+#include "dynvm/frontend/normalize.h"
 #include "dynvm/frontend/pyc_file.h"
 #include "test_support.h"
 
@@ -19,9 +21,17 @@ namespace {
 
 constexpr PythonVersion k311{3, 11};
 constexpr PythonVersion k312{3, 12};
+constexpr PythonVersion k313{3, 13};
 
 CodeInfo decode_ok(const RawCode& raw) {
   auto code = decode(raw);
+  if (!code.ok()) FAIL(code.error().message);
+  return std::move(*code);
+}
+
+// 3.13 code, which only listings decode.
+CodeInfo decode_listing_ok(const RawCode& raw) {
+  auto code = decode_recursive(raw);
   if (!code.ok()) FAIL(code.error().message);
   return std::move(*code);
 }
@@ -367,8 +377,132 @@ TEST_CASE("malformed code gives errors naming the problem and the offset") {
   SECTION("unsupported version") {
     b.raw().version = {3, 10};
     CHECK(decode_error(b.build()) ==
-          "code object 'f': unsupported Python version 3.10 (dynvm reads 3.11 and 3.12)");
+          "code object 'f': the VM executes bytecode of Python 3.11 and 3.12, not 3.10");
+    auto listing = decode_recursive(b.build());
+    REQUIRE_FALSE(listing.ok());
+    CHECK(listing.error().message ==
+          "code object 'f': unsupported Python version 3.10 (dynvm reads 3.11, 3.12 and 3.13)");
   }
+}
+
+TEST_CASE("3.13: malformed arguments of its new instructions") {
+  CodeBuilder b(k313);
+  b.local("a").local("b");
+  auto expect = [&b](const std::string& message) {
+    auto code = decode_recursive(b.build());
+    REQUIRE_FALSE(code.ok());
+    CHECK(code.error().message == "code object 'f' (test.py): " + message);
+  };
+  SECTION("second local of a pair") {
+    b.op("LOAD_FAST_LOAD_FAST", 0 << 4 | 2);
+    expect("LOAD_FAST_LOAD_FAST: index 2 out of range for co_localsplusnames (size 2) at offset 0");
+  }
+  SECTION("first local of a pair") {
+    b.op("STORE_FAST_STORE_FAST", 3 << 4 | 1);
+    expect(
+        "STORE_FAST_STORE_FAST: index 3 out of range for co_localsplusnames (size 2) at offset 0");
+  }
+  SECTION("conversion") {
+    b.op("CONVERT_VALUE", 4);
+    expect("CONVERT_VALUE: index 4 out of range for the conversions (size 4) at offset 0");
+  }
+  SECTION("comparison") {
+    b.op("COMPARE_OP", 6 << 5 | 16);
+    expect("COMPARE_OP: index 6 out of range for the comparison operators (size 6) at offset 0");
+  }
+  SECTION("an executor's instruction") {
+    b.op("ENTER_EXECUTOR", 0);
+    expect("ENTER_EXECUTOR (code that runs an executor must be read through co_code) at offset 0");
+  }
+}
+
+TEST_CASE("3.13: listings decode it, the VM refuses it") {
+  CodeBuilder b(k313);
+  b.none_constant().name("print").name("m").local("a").local("b");
+  b.raw().argcount = 2;
+  b.op("RESUME", 0);
+  b.op("LOAD_FAST_LOAD_FAST", 0 << 4 | 1);
+  b.op("STORE_FAST_STORE_FAST", 1 << 4 | 0);
+  b.op("LOAD_GLOBAL", 0 << 1 | 1);
+  b.op("LOAD_FAST", 0);
+  b.op("LOAD_ATTR", 1 << 1 | 1);
+  b.op("LOAD_FAST_LOAD_FAST", 0 << 4 | 1);
+  b.op("COMPARE_OP", 0 << 5 | 16);
+  b.op("POP_JUMP_IF_FALSE", 2);
+  b.op("LOAD_FAST", 0);
+  b.op("CONVERT_VALUE", 2);
+  b.op("FORMAT_SIMPLE");
+  b.op("TO_BOOL");
+  b.op("JUMP_BACKWARD", 32);
+  b.op("COMPARE_OP", 2 << 5);
+  b.op("SET_FUNCTION_ATTRIBUTE", 8);
+  b.op("CALL_KW", 1);
+  b.op("RETURN_CONST", 0);
+
+  CHECK(decode_error(b.build()) ==
+        "code object 'f': the VM executes bytecode of Python 3.11 and 3.12, not 3.13 (dynvm dis "
+        "lists it)");
+  CHECK_FALSE(is_executable_version(k313));
+  CHECK(is_supported_version(k313));
+
+  CodeInfo code = decode_listing_ok(b.build());
+  CHECK_FALSE(code.normalized);
+  auto normalized = normalize(code);
+  REQUIRE_FALSE(normalized.ok());
+  CHECK(normalized.error().message ==
+        "code object 'f': Python 3.13 bytecode has no normalised form (the VM executes 3.11 "
+        "and 3.12)");
+  CHECK(format_normalized(code) ==
+        "not normalised: the VM does not execute Python 3.13 bytecode\n");
+  std::vector<uint32_t> offsets;
+  std::vector<std::string> reprs;
+  for (const auto& ins : code.instructions) {
+    offsets.push_back(ins.offset);
+    reprs.push_back(dis_argrepr(code, ins));
+  }
+  // Caches: LOAD_GLOBAL 4, LOAD_ATTR 9, COMPARE_OP 1, POP_JUMP_IF_FALSE 1, TO_BOOL 3,
+  // JUMP_BACKWARD 1.
+  CHECK(offsets ==
+        std::vector<uint32_t>{0, 2, 4, 6, 16, 18, 38, 40, 44, 48, 50, 52, 54, 62, 66, 70, 72, 74});
+  CHECK(reprs == std::vector<std::string>{"", "a, b", "b, a", "print + NULL", "a", "m + NULL|self",
+                                          "a, b", "bool(<)", "to L2", "a", "repr", "", "", "to L1",
+                                          "==", "closure", "", "None"});
+  const Instruction& pair = code.instructions[2];
+  CHECK(pair.opcode == Opcode::STORE_FAST_STORE_FAST);
+  CHECK(pair.arg_kind == ArgKind::kLocalPair);
+  CHECK(pair.index == 1);
+  CHECK(pair.second_index() == 0);
+  CHECK(code.instructions[1].second_index() == 1);
+  CHECK(code.instructions[4].second_index() == -1);  // a plain local
+  const Instruction& compare = code.instructions[7];
+  CHECK(compare.compare_op() == CompareOp::LT);
+  CHECK(compare.arg_flags == kArgToBool);
+  CHECK(code.instructions[14].compare_op() == CompareOp::EQ);
+  CHECK(code.instructions[14].arg_flags == 0);
+  CHECK(code.instructions[3].arg_flags == kArgPushNull);
+  CHECK(code.instructions[5].arg_flags == kArgMethod);
+  CHECK(code.instructions[5].index == 1);
+  CHECK(code.instructions[10].arg_value == 2);  // CONVERT_VALUE repr
+  // Jump targets are numbered in offset order; 3.13's dis calls them L1, L2.
+  CHECK(code.instructions[8].jump_target == 11);
+  CHECK(code.instructions[13].jump_target == 1);
+  CHECK(code.instructions[1].label == 1);
+  CHECK(code.instructions[11].label == 2);
+  CHECK(code.instructions[0].label == 0);
+
+  // The same instructions read as 3.12 bytes would mean something else: the tables differ.
+  CHECK(opcode_table(k313).byte_of(Opcode::TO_BOOL) == 40);
+  CHECK_FALSE(opcode_table(k312).byte_of(Opcode::TO_BOOL).has_value());
+}
+
+TEST_CASE("decode_recursive normalises the versions the VM executes") {
+  for (PythonVersion v : {k311, k312}) {
+    CodeInfo code = decode_listing_ok(call_example(v).build());
+    CHECK(code.normalized);
+    CHECK(decode_ok(call_example(v).build()).normalized);
+    CHECK(is_executable_version(v));
+  }
+  CHECK_FALSE(is_executable_version({3, 10}));
 }
 
 TEST_CASE("nested code objects decode recursively, within a depth limit") {
@@ -402,8 +536,9 @@ TEST_CASE("nested code objects decode recursively, within a depth limit") {
 TEST_CASE("random code never crashes the decoder") {
   std::mt19937 rng(12345);
   int decoded = 0;
-  for (int round = 0; round < 3000; ++round) {
-    const PythonVersion version = round % 2 ? k312 : k311;
+  int decoded_313 = 0;
+  for (int round = 0; round < 4500; ++round) {
+    const PythonVersion version = round % 3 == 2 ? k313 : round % 3 == 1 ? k312 : k311;
     CodeBuilder b(version);
     b.none_constant().int_constant(1).name("n").local("l");
     std::string& code = b.raw().code;
@@ -411,7 +546,9 @@ TEST_CASE("random code never crashes the decoder") {
     for (size_t i = 0; i < units; ++i) {
       // Mostly assigned opcodes with small arguments, so that decoding often succeeds.
       auto byte = static_cast<uint8_t>(rng() % 256);
-      if (rng() % 8 && !opcode_table(version)[byte].valid) byte = 9;  // NOP
+      if (rng() % 8 && !opcode_table(version)[byte].valid) {
+        byte = *opcode_table(version).byte_of(Opcode::NOP);
+      }
       code += static_cast<char>(byte);
       code += static_cast<char>(rng() % 8 ? rng() % 2 : rng() % 256);
     }
@@ -421,9 +558,10 @@ TEST_CASE("random code never crashes the decoder") {
     if (rng() % 4 == 0) {
       for (size_t i = rng() % 6; i > 0; --i) b.raw().linetable += static_cast<char>(rng());
     }
-    auto result = decode(b.build());
+    auto result = version == k313 ? decode_recursive(b.build()) : decode(b.build());
     if (result.ok()) {
       ++decoded;
+      if (version == k313) ++decoded_313;
       for (const auto& ins : result->instructions) {
         CHECK(ins.norm.resume_index <= static_cast<int32_t>(&ins - &result->instructions[0]));
         CHECK(ins.norm.target < static_cast<int32_t>(result->instructions.size()));
@@ -435,16 +573,18 @@ TEST_CASE("random code never crashes the decoder") {
     }
   }
   CHECK(decoded > 50);
+  CHECK(decoded_313 > 15);
 }
 
 TEST_CASE("every fixture code object decodes and normalises consistently") {
   std::vector<std::string> files;
-  for (const auto& dir : {data_path("decode/py311"), data_path("py312/pyc")}) {
+  for (const auto& dir :
+       {data_path("decode/py311"), data_path("py312/pyc"), data_path("py313/pyc")}) {
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
       if (entry.path().extension() == ".pyc") files.push_back(entry.path().string());
     }
   }
-  REQUIRE(files.size() >= 20);
+  REQUIRE(files.size() >= 60);
   size_t instructions = 0;
   for (const auto& file : files) {
     INFO(file);
@@ -458,9 +598,14 @@ TEST_CASE("every fixture code object decodes and normalises consistently") {
       stack.pop_back();
       for (const auto& nested : code.nested) stack.push_back(nested.code.get());
       const auto count = static_cast<int32_t>(code.instructions.size());
+      CHECK(code.normalized == (code.version.minor < 13));
+      int32_t last_label = 0;
       for (int32_t i = 0; i < count; ++i) {
         const Instruction& ins = code.instructions[static_cast<size_t>(i)];
         ++instructions;
+        if (ins.is_jump_target) CHECK(ins.label == ++last_label);
+        if (ins.arg_kind == ArgKind::kJump) CHECK(ins.jump_target >= 0);
+        if (!code.normalized) continue;
         CHECK(ins.norm.resume_index <= i);
         CHECK(ins.norm.resume_index >= 0);
         CHECK(ins.norm.target < count);
@@ -476,5 +621,5 @@ TEST_CASE("every fixture code object decodes and normalises consistently") {
       }
     }
   }
-  CHECK(instructions > 100000);
+  CHECK(instructions > 200000);
 }

@@ -1,7 +1,9 @@
-// The dis-shaped listings against CPython's own dis: JSON for 3.11 and 3.12 fixtures,
-// the text of dis.dis() for 3.11, and dis's argument descriptions case by case.
+// The dis-shaped listings against CPython's own dis: JSON for 3.11, 3.12 and 3.13
+// fixtures, the text of dis.dis() for 3.11 and 3.13, and dis's argument descriptions case
+// by case.
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "catch.h"
 #include "dynvm/frontend/decode.h"
@@ -63,6 +65,24 @@ void check_json_matches(const CodeInfo& code, const std::string& expected_path) 
   }
 }
 
+void check_text_matches(const CodeInfo& code, const std::string& expected_path) {
+  const std::string expected = read_file(expected_path);
+  const std::string ours = format_dis_text(code);
+  if (ours != expected) {
+    // Report the first line that differs.
+    size_t at = 0;
+    while (at < ours.size() && at < expected.size() && ours[at] == expected[at]) ++at;
+    size_t line_start = expected.rfind('\n', at == 0 ? 0 : at - 1);
+    line_start = line_start == std::string::npos ? 0 : line_start + 1;
+    FAIL("first difference at:\n  ours:    "
+         << ours.substr(line_start, ours.find('\n', at) - line_start)
+         << "\n  CPython: " << expected.substr(line_start, expected.find('\n', at) - line_start));
+  }
+}
+
+// The modules tests/data/dis_fixtures/generate.py lists uncompressed for 3.13.
+constexpr const char* kListed313[] = {"bisect", "fnmatch", "json.decoder", "contextlib"};
+
 }  // namespace
 
 TEST_CASE("JSON listings match CPython 3.11's dis") {
@@ -81,23 +101,28 @@ TEST_CASE("JSON listings match CPython 3.12's dis") {
   }
 }
 
+TEST_CASE("JSON listings match CPython 3.13's dis") {
+  for (const char* name : kListed313) {
+    INFO(name);
+    CodeInfo code = decode_pyc(data_path(std::string("py313/pyc/") + name + ".pyc"));
+    CHECK(code.version == PythonVersion{3, 13});
+    check_json_matches(code, data_path(std::string("py313/listing/") + name + ".dis.json"));
+  }
+}
+
+TEST_CASE("text listings match dis.dis() of CPython 3.13") {
+  for (const char* name : kListed313) {
+    INFO(name);
+    CodeInfo code = decode_pyc(data_path(std::string("py313/pyc/") + name + ".pyc"));
+    check_text_matches(code, data_path(std::string("py313/listing/") + name + ".dis.txt"));
+  }
+}
+
 TEST_CASE("text listings match dis.dis() of CPython 3.11") {
   for (const char* name : {"calls", "control", "expressions", "big", "bisect"}) {
     INFO(name);
     CodeInfo code = decode_pyc(data_path(std::string("decode/py311/") + name + ".pyc"));
-    const std::string expected =
-        read_file(data_path(std::string("decode/py311/") + name + ".dis.txt"));
-    const std::string ours = format_dis_text(code);
-    if (ours != expected) {
-      // Report the first line that differs.
-      size_t at = 0;
-      while (at < ours.size() && at < expected.size() && ours[at] == expected[at]) ++at;
-      size_t line_start = expected.rfind('\n', at == 0 ? 0 : at - 1);
-      line_start = line_start == std::string::npos ? 0 : line_start + 1;
-      FAIL("first difference at:\n  ours:    "
-           << ours.substr(line_start, ours.find('\n', at) - line_start)
-           << "\n  CPython: " << expected.substr(line_start, expected.find('\n', at) - line_start));
-    }
+    check_text_matches(code, data_path(std::string("decode/py311/") + name + ".dis.txt"));
   }
 }
 
@@ -129,6 +154,30 @@ TEST_CASE("argument descriptions as dis writes them") {
       CHECK(dis_argrepr(*code, ins[7]) == "");
       CHECK(dis_argrepr(*code, ins[8]) == "+=");
     }
+  }
+  SECTION("3.13: conversions, function attributes, local pairs, coerced comparisons") {
+    CodeBuilder b({3, 13});
+    b.name("g").name("m").local("a").local("b");
+    b.op("CONVERT_VALUE", 0);
+    b.op("CONVERT_VALUE", 1);
+    b.op("CONVERT_VALUE", 3);
+    b.op("SET_FUNCTION_ATTRIBUTE", 4);
+    b.op("LOAD_FAST_LOAD_FAST", 0x10);
+    b.op("STORE_FAST_LOAD_FAST", 0x01);
+    b.op("COMPARE_OP", 5 << 5 | 16 | 15);  // the low bits are a specialisation mask
+    b.op("COMPARE_OP", 3 << 5 | 15);
+    b.op("LOAD_GLOBAL", 0 << 1 | 1);
+    b.op("LOAD_GLOBAL", 0 << 1);
+    b.op("LOAD_SUPER_ATTR", 1 << 2 | 3);
+    b.op("CALL_INTRINSIC_2", 5);
+    b.op("CALL_KW", 3);
+    auto code = decode_recursive(b.build());
+    REQUIRE(code.ok());
+    std::vector<std::string> reprs;
+    for (const auto& ins : code->instructions) reprs.push_back(dis_argrepr(*code, ins));
+    CHECK(reprs == std::vector<std::string>{"", "str", "ascii", "annotations", "b, a", "a, b",
+                                            "bool(>=)", "!=", "g + NULL", "g", "m + NULL|self",
+                                            "INTRINSIC_SET_TYPEPARAM_DEFAULT", ""});
   }
   SECTION("an empty name gets no NULL prefix") {
     CodeBuilder b({3, 11});
@@ -169,4 +218,48 @@ TEST_CASE("listing shapes: jump markers, exception table, JSON escapes") {
   CHECK(json[0]["instructions"][0]["line"].is_null());
   CHECK(json[0]["exception_table"][0]["lasti"].boolean);
   CHECK(json[0]["exception_table"][0]["end"].as_int() == 4);
+}
+
+TEST_CASE("3.13 listing shapes: labels, lines without a number, label-named exception table") {
+  CodeBuilder b({3, 13});
+  b.str_constant("a \"quoted\"\nline");
+  b.raw().qualname = "f.<locals>.g";
+  b.op("NOP");                                                  // 0
+  b.op("JUMP_FORWARD", 1);                                      // 2 -> 6
+  b.op("NOP");                                                  // 4
+  b.op("LOAD_CONST", 0);                                        // 6
+  b.op("RETURN_VALUE");                                         // 8
+  b.raw().exceptiontable = std::string("\x80\x02\x04\x03", 4);  // 0 to 4 -> 8 [1] lasti
+  SECTION("no line numbers") {
+    auto code = decode_recursive(b.build());
+    REQUIRE(code.ok());
+    // dis.dis() labels the exception table's offsets too; get_instructions only the jumps'.
+    CHECK(format_dis_text(*code) ==
+          "  L1:     NOP\n"
+          "          JUMP_FORWARD             1 (to L3)\n"
+          "  L2:     NOP\n"
+          "  L3:     LOAD_CONST               0 ('a \"quoted\"\\nline')\n"
+          "  L4:     RETURN_VALUE\n"
+          "ExceptionTable:\n"
+          "  L1 to L2 -> L4 [1] lasti\n");
+    Json json = parse_json(format_dis_json(*code));
+    CHECK(json[0]["instructions"][1]["argval"].string == "to L1");
+  }
+  SECTION("a stretch without a line, a handler range up to the end") {
+    // Lines 1, none, 1000 (code 13: line delta only; code 15: no location).
+    b.raw().linetable = std::string("\xe9\x00\xf8\xe9\x4e\x1f", 6);
+    b.raw().exceptiontable = std::string("\x83\x02\x04\x02", 4);  // 6 to 10 -> 8 [1]
+    auto code = decode_recursive(b.build());
+    REQUIRE(code.ok());
+    CHECK(format_dis_text(*code) ==
+          "   1           NOP\n"
+          "               JUMP_FORWARD             1 (to L1)\n"
+          "\n"
+          "  --           NOP\n"
+          "\n"
+          "1000   L1:     LOAD_CONST               0 ('a \"quoted\"\\nline')\n"
+          "       L2:     RETURN_VALUE\n"
+          "ExceptionTable:\n"
+          "  L1 to L3 -> L2 [1]\n");
+  }
 }

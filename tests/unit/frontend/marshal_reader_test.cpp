@@ -1,4 +1,4 @@
-// The marshal reader against CPython's own output (fixtures of 3.11 and 3.12), against
+// The marshal reader against CPython's own output (fixtures of 3.11, 3.12 and 3.13), against
 // hand-written byte strings for every type code, and on malformed input.
 #include <cstdint>
 #include <string>
@@ -90,7 +90,7 @@ void check_fixture(const std::string& version_dir, const std::string& name) {
   REQUIRE(!data.empty());
   REQUIRE(!text.empty());
   MarshalReadOptions options;
-  options.version = version_dir == "py311" ? PythonVersion{3, 11} : PythonVersion{3, 12};
+  options.version = PythonVersion{3, std::stoi(version_dir.substr(3))};  // "py313" -> 3.13
   auto code = read_marshal_code(data, options);
   INFO((code ? std::string("ok") : code.error().message));
   REQUIRE(code.ok());
@@ -115,6 +115,12 @@ TEST_CASE("marshal: CPython 3.11 fixtures read back as CPython sees them") {
 TEST_CASE("marshal: CPython 3.12 fixtures read back as CPython sees them") {
   for (const char* name : {"constants", "functions", "stdlib_bisect", "stdlib_fnmatch"}) {
     check_fixture("py312", name);
+  }
+}
+
+TEST_CASE("marshal: CPython 3.13 fixtures read back as CPython sees them") {
+  for (const char* name : {"constants", "functions", "stdlib_bisect", "stdlib_fnmatch"}) {
+    check_fixture("py313", name);
   }
 }
 
@@ -438,7 +444,12 @@ TEST_CASE("marshal: malformed code objects") {
   old_python.version = PythonVersion{3, 10};
   CHECK(error_of(CodeFields().encode(), old_python) ==
         "bad marshal data at offset 0: code objects of Python 3.10 are not supported (dynvm "
-        "reads 3.11 and 3.12)");
+        "reads 3.11, 3.12 and 3.13)");
+  MarshalReadOptions new_python;
+  new_python.version = PythonVersion{3, 14};
+  CHECK(error_of(CodeFields().encode(), new_python) ==
+        "bad marshal data at offset 0: code objects of Python 3.14 are not supported (dynvm "
+        "reads 3.11, 3.12 and 3.13)");
 
   CHECK(read_marshal_code("i" + i32(1)).error().message ==
         "bad marshal data at offset 0: expected a code object, found int");

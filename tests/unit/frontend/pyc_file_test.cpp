@@ -1,5 +1,5 @@
-// .pyc files: headers of every kind, magic numbers of 3.6 to 3.13, real files of 3.11
-// and 3.12, and broken files.
+// .pyc files: headers of every kind, magic numbers of 3.6 to 3.13, real files of 3.11,
+// 3.12 and 3.13, and broken files.
 #include <filesystem>
 #include <string>
 
@@ -53,17 +53,18 @@ size_t count_code_objects(const dynvm::frontend::RawCode& code) {
 
 }  // namespace
 
-TEST_CASE("pyc: timestamp and hash-based files of 3.11 and 3.12") {
-  for (const char* dir : {"py311", "py312"}) {
+TEST_CASE("pyc: timestamp and hash-based files of 3.11, 3.12 and 3.13") {
+  const std::pair<int, uint16_t> releases[] = {{11, 3495}, {12, 3531}, {13, 3571}};
+  for (const auto& [minor, magic_number] : releases) {
+    const std::string dir = "py3" + std::to_string(minor);
     INFO(dir);
-    const bool is_311 = std::string(dir) == "py311";
-    const PythonVersion version = is_311 ? PythonVersion{3, 11} : PythonVersion{3, 12};
+    const PythonVersion version{3, minor};
 
-    auto timestamp = read_pyc_file(fixture_path(std::string("marshal/") + dir + "/module.pyc"));
+    auto timestamp = read_pyc_file(fixture_path("marshal/" + dir + "/module.pyc"));
     INFO((timestamp ? std::string("ok") : timestamp.error().message));
     REQUIRE(timestamp.ok());
     const PycHeader& header = timestamp->header;
-    CHECK(header.magic_number == (is_311 ? 3495 : 3531));
+    CHECK(header.magic_number == magic_number);
     CHECK(header.version == version);
     CHECK(header.flags == 0);
     CHECK_FALSE(header.hash_based());
@@ -72,7 +73,7 @@ TEST_CASE("pyc: timestamp and hash-based files of 3.11 and 3.12") {
     CHECK(timestamp->code->qualname == "<module>");
     CHECK(timestamp->code->version == version);
 
-    auto hashed = read_pyc_file(fixture_path(std::string("marshal/") + dir + "/module_hash.pyc"));
+    auto hashed = read_pyc_file(fixture_path("marshal/" + dir + "/module_hash.pyc"));
     REQUIRE(hashed.ok());
     CHECK(hashed->header.hash_based());
     CHECK(hashed->header.check_source());
@@ -83,32 +84,36 @@ TEST_CASE("pyc: timestamp and hash-based files of 3.11 and 3.12") {
     MarshalReadOptions options;
     options.version = version;
     auto reference = read_marshal_code(
-        read_binary_file(fixture_path(std::string("marshal/") + dir + "/functions.marshal")),
-        options);
+        read_binary_file(fixture_path("marshal/" + dir + "/functions.marshal")), options);
     REQUIRE(reference.ok());
     CHECK(describe_code(*timestamp->code) == describe_code(**reference));
     CHECK(describe_code(*hashed->code) == describe_code(**reference));
   }
 }
 
-TEST_CASE("pyc: CPython 3.12's compiled standard library modules") {
-  const std::filesystem::path dir = fixture_path("py312/pyc");
-  REQUIRE(std::filesystem::is_directory(dir));
-  size_t files = 0;
-  size_t code_objects = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".pyc") continue;
-    ++files;
-    auto result = read_pyc_file(entry.path().string());
-    INFO(entry.path().filename().string()
-         << ": " << (result ? std::string("ok") : result.error().message));
-    REQUIRE(result.ok());
-    CHECK(result->header.version == PythonVersion{3, 12});
-    CHECK(result->code->qualname == "<module>");
-    code_objects += count_code_objects(*result->code);
+TEST_CASE("pyc: CPython 3.12's and 3.13's compiled standard library modules") {
+  for (int minor : {12, 13}) {
+    const std::filesystem::path dir = fixture_path("py3" + std::to_string(minor) + "/pyc");
+    INFO(dir.string());
+    REQUIRE(std::filesystem::is_directory(dir));
+    size_t files = 0;
+    size_t code_objects = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      if (entry.path().extension() != ".pyc") continue;
+      ++files;
+      auto result = read_pyc_file(entry.path().string());
+      INFO(entry.path().filename().string()
+           << ": " << (result ? std::string("ok") : result.error().message));
+      REQUIRE(result.ok());
+      CHECK(result->header.version == PythonVersion{3, minor});
+      CHECK(result->header.hash_based());
+      CHECK(result->code->version == PythonVersion{3, minor});
+      CHECK(result->code->qualname == "<module>");
+      code_objects += count_code_objects(*result->code);
+    }
+    CHECK(files >= 40);
+    CHECK(code_objects > 10 * files);
   }
-  CHECK(files >= 10);
-  CHECK(code_objects > 10 * files);
 }
 
 TEST_CASE("pyc: magic numbers name their Python") {
@@ -133,10 +138,13 @@ TEST_CASE("pyc: magic numbers name their Python") {
 TEST_CASE("pyc: other Python versions are refused by name") {
   CHECK(error_of(pyc(3439, "N")) ==
         "unsupported Python version 3.10 (magic number 3439): dynvm reads .pyc files of Python "
-        "3.11 and 3.12");
+        "3.11, 3.12 and 3.13");
+  // 3.13's magic number reaches the marshal reader.
   CHECK(error_of(pyc(3571, "N")) ==
-        "unsupported Python version 3.13 (magic number 3571): dynvm reads .pyc files of Python "
-        "3.11 and 3.12");
+        "bad marshal data at offset 16: expected a code object, found None");
+  CHECK(error_of(pyc(3570, "N")) ==
+        "magic number 3570 is from a pre-release of Python 3.13 (the release uses 3571): "
+        "unsupported Python version");
   // 3.6 headers have no flags word: magic, mtime, size.
   const std::string py36 = magic(3379) + le32(1700000000) + le32(99);
   auto header = read_pyc_header(py36);

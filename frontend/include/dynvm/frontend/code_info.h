@@ -65,9 +65,10 @@ struct NormalizedOp {
 // Bits of Instruction::arg_flags, decoded from the argument.
 enum ArgFlag : uint8_t {
   kArgPushNull = 0x1,     // LOAD_GLOBAL: arg & 1
-  kArgMethod = 0x2,       // 3.12 LOAD_ATTR / LOAD_SUPER_ATTR: arg & 1; 3.11 LOAD_METHOD
+  kArgMethod = 0x2,       // 3.12+ LOAD_ATTR / LOAD_SUPER_ATTR: arg & 1; 3.11 LOAD_METHOD
   kArgTwoArgSuper = 0x4,  // LOAD_SUPER_ATTR: arg & 2
   kArgFormatSpec = 0x8,   // FORMAT_VALUE: arg & 4
+  kArgToBool = 0x10,      // 3.13 COMPARE_OP: arg & 16, the result is converted to bool
 };
 
 struct Instruction {
@@ -85,8 +86,11 @@ struct Instruction {
   int32_t index = -1;        // const, name or localsplus index named by the argument
   int32_t jump_target = -1;  // jump target's instruction index
   uint32_t jump_target_offset = 0;
-  uint8_t arg_value = 0;  // CompareOp, BinaryOp, Intrinsic1/2, FORMAT_VALUE conversion
+  // CompareOp, BinaryOp, Intrinsic1/2, FORMAT_VALUE or CONVERT_VALUE conversion, or a
+  // local pair's second localsplus index (the first is `index`)
+  uint8_t arg_value = 0;
   uint8_t arg_flags = 0;  // ArgFlag bits
+  int32_t second_index() const { return arg_kind == ArgKind::kLocalPair ? arg_value : -1; }
   CompareOp compare_op() const { return static_cast<CompareOp>(arg_value); }
   BinaryOp binary_op() const { return static_cast<BinaryOp>(arg_value); }
   Intrinsic1 intrinsic1() const { return static_cast<Intrinsic1>(arg_value); }
@@ -94,6 +98,9 @@ struct Instruction {
 
   Positions positions;          // of the instruction's first code unit
   bool is_jump_target = false;  // some jump instruction lands here (handlers not counted)
+  // Among the jump targets, this one's number in offset order from 1 (3.13's dis calls it
+  // L<label>); 0 when no jump lands here.
+  int32_t label = 0;
 
   // --- What the VM executes.
   NormalizedOp norm;
@@ -154,6 +161,10 @@ struct CodeInfo {
 
   // Code objects among consts, decoded, in consts order (decode_recursive only).
   std::vector<NestedCode> nested;
+
+  // Whether every Instruction::norm is filled (normalize.h): only for the versions the VM
+  // executes (is_executable_version); decode_recursive lists others without.
+  bool normalized = false;
 
   // Index of the instruction that starts at a byte offset, or -1.
   int32_t instruction_at(uint32_t offset) const;

@@ -22,7 +22,8 @@ std::string format_dis_json(const CodeInfo& code);
 // "to 42", "+=", repr of a constant); empty where dis shows nothing.
 std::string dis_argrepr(const CodeInfo& code, const Instruction& ins);
 
-// The normalised ops, one per line ("12 [offset 24] LoadAttr index=3 (append) Method").
+// The normalised ops, one per line ("12 [offset 24] LoadAttr index=3 (append) Method"), or
+// one line saying the code has none (CodeInfo::normalized).
 std::string format_normalized(const CodeInfo& code);
 
 }  // namespace dynvm::frontend

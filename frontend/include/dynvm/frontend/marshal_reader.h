@@ -1,4 +1,4 @@
-// dynvm's own reader of CPython's marshal format (version 4, as 3.11 and 3.12 write it).
+// dynvm's own reader of CPython's marshal format (version 4, as 3.11 to 3.13 write it).
 //
 // It turns marshalled code objects and constants into RawCode/Constant without a
 // Python interpreter, and treats its input as untrusted: malformed data gives an
@@ -18,7 +18,7 @@ namespace dynvm::frontend {
 
 struct MarshalReadOptions {
   // The Python that wrote the data (marshal data does not say). Stored in every
-  // RawCode::version; code objects are accepted only for 3.11 and 3.12, whose code
+  // RawCode::version; code objects are accepted only for 3.11 to 3.13, whose code
   // object layout this reader knows.
   PythonVersion version{3, 11};
   // Added to the byte offsets that error messages give, e.g. 16 when the data

@@ -22,7 +22,7 @@
 
 namespace dynvm::frontend {
 
-// A base instruction of CPython 3.11 or 3.12, named as CPython names it. Specialised
+// A base instruction of CPython 3.11, 3.12 or 3.13, named as CPython names it. Specialised
 // (LOAD_ATTR_SLOT) and instrumented (INSTRUMENTED_CALL) opcodes map to their base.
 enum class Opcode : uint16_t {
 #define DYNVM_BASE_OPCODE(name) name,
@@ -33,7 +33,7 @@ inline constexpr std::size_t kOpcodeCount = 0
 #include "dynvm/frontend/opcodes.def"
     ;
 
-// BINARY_OP's argument (the same numbering in 3.11 and 3.12).
+// BINARY_OP's argument (the same numbering in 3.11 to 3.13).
 enum class BinaryOp : uint8_t {
 #define DYNVM_BINARY_OP(name, symbol) name,
 #include "dynvm/frontend/opcodes.def"
@@ -43,7 +43,7 @@ inline constexpr std::size_t kBinaryOpCount = 0
 #include "dynvm/frontend/opcodes.def"
     ;
 
-// COMPARE_OP's comparison (3.11: the argument; 3.12: the argument >> 4).
+// COMPARE_OP's comparison (3.11: the argument; 3.12: the argument >> 4; 3.13: >> 5).
 enum class CompareOp : uint8_t {
 #define DYNVM_COMPARE_OP(name, symbol) name,
 #include "dynvm/frontend/opcodes.def"
@@ -53,7 +53,7 @@ inline constexpr std::size_t kCompareOpCount = 0
 #include "dynvm/frontend/opcodes.def"
     ;
 
-// CALL_INTRINSIC_1 / CALL_INTRINSIC_2's argument (3.12).
+// CALL_INTRINSIC_1 / CALL_INTRINSIC_2's argument (3.12+; 3.13 appended one Intrinsic2).
 enum class Intrinsic1 : uint8_t {
 #define DYNVM_INTRINSIC_1(name) name,
 #include "dynvm/frontend/opcodes.def"
@@ -77,22 +77,26 @@ enum class JumpKind : uint8_t { kNone, kForward, kBackward, kAbsolute };
 
 // What an instruction's argument means (after EXTENDED_ARG folding).
 enum class ArgKind : uint8_t {
-  kNone,               // no argument (opcode below HAVE_ARGUMENT)
-  kInt,                // a count or flags, used as is
-  kConst,              // index into co_consts
-  kName,               // index into co_names
-  kGlobalName,         // LOAD_GLOBAL: name index << 1 | push NULL
-  kAttrName,           // 3.12 LOAD_ATTR: name index << 1 | method
-  kSuperAttrName,      // 3.12 LOAD_SUPER_ATTR: name index << 2 | two-argument super << 1 | method
-  kLocal,              // localsplus index of a fast local
-  kCell,               // localsplus index of a cell or free variable
-  kJump,               // jump distance or target (see JumpKind)
-  kCompare,            // CompareOp (3.12: << 4, low bits are a specialisation mask)
-  kBinaryOp,           // BinaryOp
-  kIntrinsic1,         // Intrinsic1
-  kIntrinsic2,         // Intrinsic2
-  kFormatValue,        // FORMAT_VALUE: conversion | 4 when a format spec is on the stack
-  kMakeFunctionFlags,  // MAKE_FUNCTION: defaults 1, kwdefaults 2, annotations 4, closure 8
+  kNone,           // no argument (opcode below HAVE_ARGUMENT)
+  kInt,            // a count or flags, used as is
+  kConst,          // index into co_consts
+  kName,           // index into co_names
+  kGlobalName,     // LOAD_GLOBAL: name index << 1 | push NULL
+  kAttrName,       // 3.12+ LOAD_ATTR: name index << 1 | method
+  kSuperAttrName,  // 3.12+ LOAD_SUPER_ATTR: name index << 2 | two-argument super << 1 | method
+  kLocal,          // localsplus index of a fast local
+  kLocalPair,      // 3.13 LOAD_FAST_LOAD_FAST and kin: first local << 4 | second local
+  kCell,           // localsplus index of a cell or free variable
+  kJump,           // jump distance or target (see JumpKind)
+  kCompare,        // CompareOp (3.12: << 4; 3.13: << 5 | 16 when the result is made a bool)
+  kBinaryOp,       // BinaryOp
+  kIntrinsic1,     // Intrinsic1
+  kIntrinsic2,     // Intrinsic2
+  kFormatValue,    // FORMAT_VALUE: conversion | 4 when a format spec is on the stack
+  kConvertValue,   // 3.13 CONVERT_VALUE: the conversion (1 str, 2 repr, 3 ascii)
+  // MAKE_FUNCTION (3.11, 3.12) and SET_FUNCTION_ATTRIBUTE (3.13, one bit): defaults 1,
+  // kwdefaults 2, annotations 4, closure 8
+  kMakeFunctionFlags,
 };
 
 // What one opcode byte means in one Python version.
@@ -122,7 +126,8 @@ class OpcodeTable {
   std::array<int16_t, kOpcodeCount> byte_of_base_;
 };
 
-// Whether dynvm reads this Python version's bytecode (3.11 and 3.12).
+// Whether dynvm's frontend reads this Python version's bytecode (3.11, 3.12 and 3.13).
+// The VM executes fewer: see is_executable_version (decode.h).
 bool is_supported_version(PythonVersion version);
 
 // The table of a supported version; for any other version, a table without valid bytes.

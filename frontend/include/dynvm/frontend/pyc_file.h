@@ -41,10 +41,10 @@ Expected<PythonVersion> python_version_from_magic(uint16_t magic_number);
 
 // Parses the header; fails on a short header, an unknown magic number or unknown flags.
 // Any released Python 3.6+ magic number parses (3.6 has a 12-byte header; its other
-// fields are left 0); only the reading of code objects needs 3.11 or 3.12.
+// fields are left 0); only the reading of code objects needs 3.11, 3.12 or 3.13.
 Expected<PycHeader> read_pyc_header(std::string_view bytes);
 
-// A whole .pyc in memory. Fails for Pythons other than 3.11 and 3.12 with
+// A whole .pyc in memory. Fails for Pythons other than 3.11, 3.12 and 3.13 with
 // "unsupported Python version 3.x".
 Expected<PycFile> read_pyc_bytes(std::string_view bytes);
 
