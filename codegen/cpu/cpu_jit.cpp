@@ -36,7 +36,7 @@ namespace dynvm::codegen {
 namespace {
 
 // Bumped whenever the LLVM lowering changes what a given loop IR compiles to.
-constexpr const char* kEmitterRevision = "cpu-emitter-6";
+constexpr const char* kEmitterRevision = "cpu-emitter-7";
 
 int64_t g_compilations = 0;  // guarded by the JIT's mutex
 int64_t g_disk_loads = 0;    // likewise
@@ -116,9 +116,12 @@ Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
     return make_error("vector_lanes must be a power of two up to 64, not " + std::to_string(lanes));
   }
   std::string text = to_text(kernel);
-  std::string key = content_hash(text + "\n" + host.cpu + " " + host.features + "\nlanes " +
-                                 std::to_string(lanes) + "\ndynvm " DYNVM_CODEGEN_VERSION + " " +
-                                 kEmitterRevision + "\nLLVM " LLVM_VERSION_STRING);
+  // Keyed without the sizes the function takes at run time: one compiled function serves
+  // the kernel at every extent of its parallel loop (dynamic batch sizes and lengths).
+  std::string key =
+      content_hash(code_text(kernel) + "\n" + host.cpu + " " + host.features + "\nlanes " +
+                   std::to_string(lanes) + "\ndynvm " DYNVM_CODEGEN_VERSION + " " +
+                   kEmitterRevision + "\nLLVM " LLVM_VERSION_STRING);
   std::string symbol = "dynvm_kernel_" + key;
   std::string dir = options.cache_dir.empty() ? default_kernel_cache_dir() : options.cache_dir;
   CpuCompiledKernel result;

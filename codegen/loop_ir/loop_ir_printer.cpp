@@ -12,15 +12,18 @@ namespace {
 
 class Printer {
  public:
-  explicit Printer(const LoopKernel& kernel) : kernel_(kernel) {}
+  Printer(const LoopKernel& kernel, bool run_time_sizes)
+      : kernel_(kernel), run_time_sizes_(run_time_sizes) {}
 
   std::string print() {
     out_ += "kernel " + kernel_.name + "(";
     for (size_t i = 0; i < kernel_.buffers.size(); ++i) {
       const LoopBuffer& b = kernel_.buffers[i];
       if (i) out_ += ", ";
+      bool run_time = run_time_sizes_ && b.role != BufferRole::Temp;
       out_ += "@" + b.name + ": " + std::string(graph::dtype_short_name(b.dtype)) + "[" +
-              std::to_string(b.num_elements) + "] " + std::string(buffer_role_name(b.role));
+              (run_time ? "?" : std::to_string(b.num_elements)) + "] " +
+              std::string(buffer_role_name(b.role));
     }
     out_ += ") {\n";
     print_block(kernel_.body, 1);
@@ -72,7 +75,9 @@ class Printer {
     std::string text;
     for (size_t i = 0; i < s.vars.size(); ++i) {
       if (i) text += ", ";
-      text += define(s.vars[i], true) + " in 0.." + std::to_string(s.extents[i]);
+      bool run_time = run_time_sizes_ && s.kind == LoopStmtKind::For && s.parallel;
+      text += define(s.vars[i], true) + " in 0.." +
+              (run_time ? std::string("?") : std::to_string(s.extents[i]));
     }
     return text;
   }
@@ -127,6 +132,7 @@ class Printer {
   }
 
   const LoopKernel& kernel_;
+  bool run_time_sizes_;  // code_text: sizes the generated code takes at run time as `?`
   std::string out_;
   std::unordered_map<ValueId, std::string> names_;
   int num_values_ = 0;
@@ -135,6 +141,8 @@ class Printer {
 
 }  // namespace
 
-std::string to_text(const LoopKernel& kernel) { return Printer(kernel).print(); }
+std::string to_text(const LoopKernel& kernel) { return Printer(kernel, false).print(); }
+
+std::string code_text(const LoopKernel& kernel) { return Printer(kernel, true).print(); }
 
 }  // namespace dynvm::codegen

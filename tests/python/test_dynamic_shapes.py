@@ -277,7 +277,34 @@ def test_resnet18_batch_sizes():
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=10).eval()
     compiled = dynvm.compile(model, backend="eager", dynamic=True)
+    # Batch 16 is where ATen's CPU convolution switches backends: torch's fake convolution
+    # asks which one, and guarded, that question split the batches into two variants.
     with torch.no_grad():
-        check_sizes(compiled, model, [(torch.randn(b, 3, 32, 32),) for b in (2, 5, 1, 3, 8)],
+        check_sizes(compiled, model,
+                    [(torch.randn(b, 3, 32, 32),) for b in (2, 5, 1, 3, 8, 16, 17, 40)],
                     atol=1e-4)
     assert traces() <= 2
+
+
+def test_convolution_backend_choice_is_no_guard_only_for_contiguous_operands():
+    conv = torch.nn.Conv2d(3, 4, 3).eval()
+
+    def f(x):
+        return conv(x)
+
+    compiled = dynvm.compile(f, backend="eager", dynamic=True)
+    with torch.no_grad():
+        check_sizes(compiled, f, [(torch.randn(b, 3, 8, 8),) for b in (2, 20, 7)])
+    assert traces() == 1
+    out = dynvm.explain(dynvm.compile(f, dynamic=True))(torch.randn(2, 3, 8, 8))
+    relations = [g for g in out.guards if g.startswith("SHAPE_RELATIONS")]
+    assert not any("16" in r for r in relations), relations
+
+    # A channels-last input: the backend decides the output's layout, so the choice stays
+    # guarded and both sides of batch 16 still match eager.
+    dynvm.reset()
+    compiled = dynvm.compile(f, backend="eager", dynamic=True)
+    with torch.no_grad():
+        check_sizes(compiled, f,
+                    [(torch.randn(b, 3, 8, 8).contiguous(memory_format=torch.channels_last),)
+                     for b in (2, 20, 7)])

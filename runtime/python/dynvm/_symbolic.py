@@ -54,6 +54,28 @@ def _functions():
     return functions
 
 
+def _convolutions():
+    aten = torch.ops.aten
+    return (aten.convolution.default, aten._convolution.default)
+
+
+def _contiguous_without_guards(t):
+    """Whether `t`'s strides are the contiguous ones of its sizes, compared as expressions
+    (asking the tensor would guard on its symbolic sizes)."""
+    sympy = _sympy()
+
+    def expr(v):
+        return v.node.expr if isinstance(v, torch.SymInt) else sympy.Integer(v)
+
+    expected = sympy.Integer(1)
+    for size, stride in reversed(list(zip(t.shape, t.stride()))):
+        size = expr(size)
+        if size != 1 and expr(stride) != expected:
+            return False
+        expected = expected * size
+    return True
+
+
 class SymbolTable:
     """The symbols of one trace and the ShapeEnv that propagates them."""
 
@@ -99,6 +121,21 @@ class SymbolTable:
             fake = torch.empty_strided(sizes, strides, dtype=tensor.dtype, device=tensor.device,
                                        requires_grad=tensor.requires_grad)
         return fake
+
+    def unguarded_conv_backend(self, func, args, kwargs):
+        """A context for one operator call: for a convolution whose input and weight are
+        both contiguous, the fake kernel's choice of a convolution backend records no
+        guard. That choice (mkldnn from batch 16 on the CPU, say) only decides the output's
+        memory format, and with contiguous operands every backend's is contiguous; guarded,
+        it would split the sizes into two variants (resnet18 over batches 1..64 traced
+        three times)."""
+        if func not in _convolutions():
+            return None
+        operands = list(args[:2]) + [kwargs.get(k) for k in ("input", "weight") if k in kwargs]
+        tensors = [t for t in operands if isinstance(t, torch.Tensor)]
+        if len(tensors) != 2 or not all(_contiguous_without_guards(t) for t in tensors):
+            return None
+        return self.shape_env.suppress_guards()
 
     # --- torch's expressions in dynvm's text form
     def text(self, value):

@@ -124,11 +124,12 @@ _FakeTensor = _fake_tensor.FakeTensor
 class _Recorder(TorchDispatchMode):
     """Appends (operator name, schema, args, kwargs, out) for every top-level op."""
 
-    def __init__(self, records, fake_mode, cached=True):
+    def __init__(self, records, fake_mode, symbols=None):
         super().__init__()
         self.records = records
         self.fake_mode = fake_mode
-        self.cached = cached  # answer repeats from _fake_cache (not with symbolic sizes)
+        self.symbols = symbols  # a symbolic session's SymbolTable, else None
+        self.cached = symbols is None  # answer repeats from _fake_cache (not when symbolic)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is _PRIM_DEVICE and len(args) == 1 and type(args[0]) is _FakeTensor and \
@@ -145,7 +146,10 @@ class _Recorder(TorchDispatchMode):
             self.records.append((func, args, kwargs, out))
             return out
         layout = _in_place_layout(func, args)
-        out = func(*args, **kwargs)
+        unguarded = None if self.symbols is None else \
+            self.symbols.unguarded_conv_backend(func, args, kwargs)
+        with unguarded or _NO_CONTEXT:
+            out = func(*args, **kwargs)
         # torch 1.13's reference meta kernels resize an in-place operator's input like an
         # out= tensor: a [5, 1] tensor's logical_and_ with a [5, 5] one became [5, 5] where
         # eager raises.
@@ -326,7 +330,7 @@ class TraceSession:
             self.symbols = _symbolic.SymbolTable()
         self.fake_mode = _make_fake_mode(self.symbols.shape_env if symbolic else None)
         self.records = []
-        self.recorder = _Recorder(self.records, self.fake_mode, cached=not symbolic)
+        self.recorder = _Recorder(self.records, self.fake_mode, self.symbols)
         self.folded = {}  # id(fake) -> (fake, its real value)
 
     def fake_from_real(self, tensor, dims=None, source_text=None):

@@ -22,6 +22,7 @@
 #include "cpu_test_util.h"
 #include "dynvm/codegen/cpu_kernel.h"
 #include "dynvm/codegen/kernel_disk_cache.h"
+#include "dynvm/codegen/loop_ir_printer.h"
 
 namespace dynvm::codegen {
 namespace {
@@ -147,6 +148,63 @@ TEST_CASE("kernel cache: keys follow the kernel and the target", "[codegen_cpu][
   CHECK(content_hash("abc") == content_hash("abc"));
   CHECK(content_hash("abc") != content_hash("abd"));
   CHECK(content_hash("").size() == 32);
+}
+
+// kGroup with its outer (row) size and its inner (column) size replaced.
+std::string group_of_size(int64_t rows, int64_t columns) {
+  std::string text = kGroup;
+  auto replace_all = [&](const std::string& from, const std::string& to) {
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
+      text.replace(at, from.size(), to);
+      at += to.size();
+    }
+  };
+  replace_all("33", "C");
+  replace_all("16", std::to_string(rows));
+  replace_all("C", std::to_string(columns));
+  return text;
+}
+
+TEST_CASE("kernel cache: one compiled function serves every extent of the parallel loop",
+          "[codegen_cpu][kernel_cache]") {
+  TempDir dir;
+  CpuCompileOptions options;
+  options.cache_dir = dir.path();
+  auto first = CpuKernel::compile(parse(group_of_size(16, 33)), options);
+  REQUIRE(first);
+  int64_t compiled = cpu_jit_compilation_count();
+  for (int64_t rows : {2, 7, 300}) {
+    auto kernel = CpuKernel::compile(parse(group_of_size(rows, 33)), options);
+    REQUIRE(kernel);
+    INFO(to_text((*kernel)->loop_kernel()));
+    CHECK((*kernel)->parallel_extent() == rows);
+    CHECK((*kernel)->compilation().cache_key == (*first)->compilation().cache_key);
+    CHECK((*kernel)->compilation().function == (*first)->compilation().function);
+    at::Tensor x = at::randn({rows, 33});
+    at::Tensor y = at::randn({33});
+    CHECK(at::allclose((*kernel)->run({x, y})[0], at::erf(x * y), 1e-6, 1e-6));
+  }
+  CHECK(cpu_jit_compilation_count() == compiled);
+  // The column count is a constant of the code (row loops, vector remainders): another
+  // one is another kernel.
+  auto wider = CpuKernel::compile(parse(group_of_size(16, 40)), options);
+  REQUIRE(wider);
+  CHECK((*wider)->compilation().cache_key != (*first)->compilation().cache_key);
+}
+
+TEST_CASE("kernel cache: the code text leaves out only the sizes taken at run time",
+          "[codegen_cpu][kernel_cache]") {
+  auto kernel = CpuKernel::compile(parse(group_of_size(16, 33)), testing::uncached());
+  REQUIRE(kernel);
+  std::string text = to_text((*kernel)->loop_kernel());
+  std::string code = code_text((*kernel)->loop_kernel());
+  INFO(text << "\n" << code);
+  CHECK(text.find("parallel for %i0 in 0..16") != std::string::npos);
+  CHECK(code.find("parallel for %i0 in 0..? {") != std::string::npos);
+  CHECK(code.find("[?] in") != std::string::npos);
+  CHECK(code.find("[?] out") != std::string::npos);
+  CHECK(code.find("16") == std::string::npos);
+  CHECK(code.find("33") != std::string::npos);  // strides and inner extents stay
 }
 
 TEST_CASE("kernel cache: a broken object file is compiled again", "[codegen_cpu][kernel_cache]") {
