@@ -1,4 +1,4 @@
-# Compiler settings shared by every dynvm target: warnings, sanitizers, ccache.
+# Compiler settings shared by every dynvm target: warnings, sanitizers, coverage, ccache.
 
 find_program(DYNVM_CCACHE ccache)
 if(DYNVM_CCACHE)
@@ -16,4 +16,10 @@ if(DYNVM_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined
                       -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
+endif()
+
+# gcov counters, updated atomically because kernels and the runtime run on several threads.
+if(DYNVM_COVERAGE)
+  add_compile_options(--coverage -fprofile-update=atomic)
+  add_link_options(--coverage)
 endif()

@@ -49,12 +49,15 @@ struct RecomputedGraph : public torch::autograd::Function<RecomputedGraph> {
     ctx->save_for_backward(inputs.vec());
     ctx->set_materialize_grads(false);
     variable_list outputs = compiled->run(inputs.vec());
+    const std::vector<bool>& requires_grad = compiled->output_requires_grad();
     variable_list constant;
-    for (const at::Tensor& t : outputs) {
-      if (t.defined() && !at::isFloatingType(t.scalar_type()) &&
-          !at::isComplexType(t.scalar_type())) {
-        constant.push_back(t);
-      }
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const at::Tensor& t = outputs[k];
+      if (!t.defined()) continue;
+      bool differentiable =
+          (at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type())) &&
+          (k >= requires_grad.size() || requires_grad[k]);
+      if (!differentiable) constant.push_back(t);
     }
     if (!constant.empty()) ctx->mark_non_differentiable(constant);
     return outputs;

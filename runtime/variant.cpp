@@ -5,6 +5,7 @@
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -162,9 +163,30 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
 
 namespace {
 
-// The objects rebuilt for recipes with a `memo` number, so a value reached twice comes back
-// as one object.
-using Memo = std::vector<PyRef>;
+// What one rebuild keeps: the objects rebuilt for recipes with a `memo` number, so a value
+// reached twice comes back as one object, and the values of sources read before any side
+// effect is replayed (read_sources_early).
+struct Memo {
+  std::vector<PyRef> objects;
+  std::map<const vm::OutputRecipe*, PyRef> early;  // FromSource recipe -> its value
+};
+
+// A source names a place as it was when the call started, and the traced code read it
+// before any of its own writes reached the real objects. Those writes are replayed after
+// the graph, and may reach the same place under another name (`v = vars(box)['n']` then
+// `box.n += 1`, or `a, b = b, a` on attributes), so the values the recipes read from
+// sources are taken before the first of them.
+void read_sources_early(const vm::OutputRecipe& recipe, const vm::FrameInputs& inputs, Memo* memo) {
+  if (recipe.kind == vm::OutputRecipe::Kind::FromSource && recipe.source) {
+    PyRef value = vm::resolve_source(recipe.source, inputs);
+    if (value) {
+      memo->early.emplace(&recipe, std::move(value));
+    } else {
+      PyErr_Clear();  // rebuilt late instead, which reports the failure
+    }
+  }
+  for (const vm::OutputRecipe& item : recipe.items) read_sources_early(item, inputs, memo);
+}
 
 PyObject* grad_mode_exit(bool restore) {
   static PyObject* make = nullptr;  // dynvm._tracing.grad_mode_exit, kept for the process
@@ -212,6 +234,8 @@ PyObject* rebuild_new(const vm::OutputRecipe& recipe, const std::vector<at::Tens
       return PyObject_CallOneArg(copy, recipe.constant.get());
     }
     case Kind::FromSource: {
+      auto early = memo->early.find(&recipe);
+      if (early != memo->early.end()) return Py_NewRef(early->second.get());
       PyRef value = vm::resolve_source(recipe.source, inputs);
       if (!value) {
         PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: cannot rebuild a value");
@@ -243,8 +267,9 @@ PyObject* rebuild_new(const vm::OutputRecipe& recipe, const std::vector<at::Tens
       PyRef object = PyRef::steal(PyObject_CallMethod(cls, "__new__", "O", cls));
       if (!object) return nullptr;
       if (recipe.memo >= 0) {  // an attribute may refer back to the object
-        if (memo->size() <= static_cast<size_t>(recipe.memo)) memo->resize(recipe.memo + 1);
-        (*memo)[static_cast<size_t>(recipe.memo)] = object;
+        std::vector<PyRef>& objects = memo->objects;
+        if (objects.size() <= static_cast<size_t>(recipe.memo)) objects.resize(recipe.memo + 1);
+        objects[static_cast<size_t>(recipe.memo)] = object;
       }
       size_t next = 0;
       if (names == Py_None) {
@@ -331,11 +356,11 @@ PyObject* rebuild_new(const vm::OutputRecipe& recipe, const std::vector<at::Tens
     }
     case Kind::MemoRef: {
       size_t i = static_cast<size_t>(recipe.index);
-      if (i >= memo->size() || !(*memo)[i]) {
+      if (i >= memo->objects.size() || !memo->objects[i]) {
         PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: a shared value rebuilt late");
         return nullptr;
       }
-      return Py_NewRef((*memo)[i].get());
+      return Py_NewRef(memo->objects[i].get());
     }
   }
   return nullptr;
@@ -345,8 +370,9 @@ PyObject* rebuild(const vm::OutputRecipe& recipe, const std::vector<at::Tensor>&
                   const vm::FrameInputs& inputs, Memo* memo) {
   PyObject* built = rebuild_new(recipe, outputs, inputs, memo);
   if (built != nullptr && recipe.memo >= 0) {
-    if (memo->size() <= static_cast<size_t>(recipe.memo)) memo->resize(recipe.memo + 1);
-    (*memo)[static_cast<size_t>(recipe.memo)] = PyRef::borrow(built);
+    std::vector<PyRef>& objects = memo->objects;
+    if (objects.size() <= static_cast<size_t>(recipe.memo)) objects.resize(recipe.memo + 1);
+    objects[static_cast<size_t>(recipe.memo)] = PyRef::borrow(built);
   }
   return built;
 }
@@ -362,12 +388,22 @@ bool rebuild_slot(const vm::OutputRecipe& recipe, const std::vector<at::Tensor>&
   return static_cast<bool>(*out);
 }
 
-// Mutations of pre-existing objects, in the order the function made them.
+// Mutations of pre-existing objects, in the order the function made them. Their targets
+// are found before any is replayed, as their values' sources are (read_sources_early): an
+// object reached through an attribute an earlier write rebinds is still the one the traced
+// code wrote to.
 bool replay_side_effects(const std::vector<vm::SideEffect>& effects,
                          const std::vector<at::Tensor>& outputs, const vm::FrameInputs& inputs,
                          Memo* memo) {
+  std::vector<PyRef> targets;
+  targets.reserve(effects.size());
   for (const vm::SideEffect& effect : effects) {
-    PyRef target = vm::resolve_source(effect.target, inputs);
+    targets.push_back(vm::resolve_source(effect.target, inputs));
+    if (!targets.back()) PyErr_Clear();  // reported below, when its turn comes
+  }
+  for (size_t e = 0; e < effects.size(); ++e) {
+    const vm::SideEffect& effect = effects[e];
+    const PyRef& target = targets[e];
     PyRef value = PyRef::steal(rebuild(effect.value, outputs, inputs, memo));
     if (!target || !value) {
       if (!PyErr_Occurred()) {
@@ -539,7 +575,17 @@ bool Variant::run(const vm::FrameInputs& inputs, Outcome* out, GlueValues* check
 bool Variant::finish(const vm::FrameInputs& inputs, const std::vector<at::Tensor>& outputs,
                      Outcome* out) const {
   Memo memo;
+  if (!trace_.side_effects.empty()) {
+    for (const vm::SideEffect& effect : trace_.side_effects) {
+      read_sources_early(effect.value, inputs, &memo);
+    }
+    if (trace_.resume) {
+      for (const vm::OutputRecipe& r : trace_.resume->locals) read_sources_early(r, inputs, &memo);
+      for (const vm::OutputRecipe& r : trace_.resume->stack) read_sources_early(r, inputs, &memo);
+    }
+  }
   if (!trace_.resume) {
+    // The return value is rebuilt before the side effects are replayed.
     out->value = PyRef::steal(rebuild(trace_.output, outputs, inputs, &memo));
     if (!out->value) return false;
     return replay_side_effects(trace_.side_effects, outputs, inputs, &memo);

@@ -79,6 +79,7 @@ ValuePtr module_attribute(TraceContext& ctx, const ValuePtr& module_value,
   PyObject* module = module_value->py();
   const SourcePtr& src = module_value->source;
   if (!src) unsupported("attribute of an nn.Module with no source");
+  ctx.check_attribute_read(module, name);
   PyRef dict = PyRef::steal(PyObject_GenericGetDict(module, nullptr));
   if (!dict) unsupported_from_python_error("module __dict__");
   Py_ssize_t where = 0;
@@ -190,6 +191,7 @@ ValuePtr generic_object_attribute(TraceContext& ctx, const ValuePtr& obj_value,
   PyObject* obj = obj_value->py();
   const SourcePtr& src = obj_value->source;
   if (is_module(obj)) return module_attribute(ctx, obj_value, name);
+  ctx.check_attribute_read(obj, name);
   if (PyModule_Check(obj) || PyType_Check(obj)) {
     if (PyType_Check(obj)) {
       Py_ssize_t where = 0;

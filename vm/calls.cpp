@@ -787,8 +787,14 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     }
     unsupported("id() of a " + v->describe() + (v->source ? "" : " made by the trace"));
   }
-  if (name == "vars" && args.size() == 1 && args[0]->is(TracedValue::Kind::NewObject)) {
-    return load_attribute(ctx, args[0], "__dict__");
+  if (name == "vars" && args.size() == 1 && kwargs.empty() &&
+      (args[0]->is(TracedValue::Kind::NewObject) ||
+       (args[0]->is(TracedValue::Kind::Object) && args[0]->source))) {
+    // vars(obj) is obj.__dict__; an object without one (or a class's mappingproxy) is left to
+    // eager.
+    ValuePtr dict = load_attribute(ctx, args[0], "__dict__");
+    if (!dict->is(TracedValue::Kind::Dict)) unsupported("vars() of a " + args[0]->describe());
+    return dict;
   }
   if (name == "print") unsupported("print()");
   if (constructs_as_base_exception(callable) && all_concrete(args, kwargs)) {

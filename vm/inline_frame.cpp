@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "dynvm/vm/opcode_coverage.h"
+
 #include "python_values.h"
 #include "trace_context.h"
 #include "user_objects.h"
@@ -275,6 +277,9 @@ void InlineFrame::annotate(Unsupported& u) const {
     u.filename = code_->filename;
     u.lineno = current_line();
   }
+  if (u.opcode < 0 && pc_ >= 0 && pc_ < static_cast<int>(code_->instructions.size())) {
+    u.opcode = static_cast<int>(code_->instructions[static_cast<size_t>(pc_)].opcode);
+  }
   if (is_root_ && u.root_instruction < 0) {
     u.root_instruction = pc_;
     u.root_arrival = arrivals_[static_cast<size_t>(pc_)];
@@ -301,6 +306,7 @@ ValuePtr InlineFrame::run() {
       }
       const Instruction& ins = instructions[pc_];
       jumped_ = false;
+      count_executed(ins.opcode);
       step(ins);
     } catch (Unsupported& u) {
       // Inlined frames handle exceptions the trace proves. The traced frame itself does
@@ -934,9 +940,13 @@ void InlineFrame::step(const Instruction& ins) {
       push(TracedValue::constant(PyRef::borrow(matches ? Py_True : Py_False)));
       return;
     }
-    default:
-      unsupported("bytecode " + std::string(frontend::op_name(n.op)) + " (" +
-                  std::string(frontend::opcode_name(ins.opcode)) + ")");
+    default: {
+      Unsupported refused;
+      refused.reason = "bytecode " + std::string(frontend::op_name(n.op)) + " (" +
+                       std::string(frontend::opcode_name(ins.opcode)) + ")";
+      refused.refused = true;
+      throw refused;
+    }
   }
 }
 

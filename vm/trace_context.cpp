@@ -163,6 +163,18 @@ bool is_torch_enum(const KnownObjects* k, PyObject* o) {
   return t == k->dtype_type.get() || t == k->layout_type.get() || t == k->memory_format_type.get();
 }
 
+// The __dict__ of `object` (borrowed result), made first when `make` and the object has none
+// yet; nullptr when it has none.
+PyObject* instance_dict_of(PyObject* object, bool make) {
+  PyObject** slot = _PyObject_GetDictPtr(object);
+  if (slot == nullptr) return nullptr;
+  if (*slot == nullptr && make) {
+    PyRef made = PyRef::steal(PyObject_GenericGetDict(object, nullptr));
+    if (!made) PyErr_Clear();
+  }
+  return *slot;
+}
+
 }  // namespace
 
 ValuePtr TraceContext::wrap_dict_items(PyObject* object, const SourcePtr& source) {
@@ -375,6 +387,13 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
     result = TracedValue::object(PyRef::borrow(object), source);
   }
   if (!key.empty()) wrapped_[key] = result;
+  if (result->is(TracedValue::Kind::Dict)) {
+    auto owner = written_instance_dicts_.find(object);
+    if (owner != written_instance_dicts_.end()) {
+      unsupported("reading the __dict__ of " + owner->second +
+                  " after setting its attributes (as " + key + ")");
+    }
+  }
   if (result->is(TracedValue::Kind::List) || result->is(TracedValue::Kind::Dict)) {
     // The same container under two names (a = b = [...], a list two modules share) is two
     // traced values: fine while the trace only reads it, not followed once it mutates it.
@@ -453,6 +472,37 @@ bool TraceContext::record_attribute_write(const ValuePtr& object, const std::str
       return false;
     }
   }
+  // The trace's attribute writes are replayed one by one: a new __dict__ is not one of them.
+  if (name == "__dict__") return false;
+  if (PyObject* dict = instance_dict_of(object->py(), true)) {
+    auto held = containers_.find(dict);
+    if (held != containers_.end()) {
+      // A plain setattr stores the value in the dict: the Dict the trace holds (not mutated by
+      // it, so only the SetAttr is replayed) takes the write too. Anything else ends the trace.
+      PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
+      PyObject* descr = _PyType_Lookup(type, key.get());  // borrowed
+      const ValuePtr& held_dict = held->second.value;
+      if (held->second.aliased || held_dict->mutable_here ||
+          type->tp_setattro != PyObject_GenericSetAttr ||
+          (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr)) {
+        unsupported("setting attribute '" + name + "' of " + object->source->to_string() +
+                    " while the trace holds its __dict__ as " + held->second.key);
+      }
+      size_t i = 0;
+      while (i < held_dict->keys.size() &&
+             !(PyUnicode_Check(held_dict->keys[i]->py()) &&
+               PyUnicode_Compare(held_dict->keys[i]->py(), key.get()) == 0)) {
+        ++i;
+      }
+      if (i == held_dict->keys.size()) {
+        held_dict->keys.push_back(TracedValue::constant(key));
+        held_dict->items.push_back(value);
+      } else {
+        held_dict->items[i] = value;
+      }
+    }
+    written_instance_dicts_.emplace(dict, object->source->to_string());
+  }
   side_effects.push_back(PendingSideEffect{kind, object->source, name, value});
   attribute_writes[object->source->to_string() + "." + name] = value;
   return true;
@@ -475,6 +525,17 @@ ValuePtr TraceContext::attribute_written(const ValuePtr& object, const std::stri
   if (!object->source || attribute_writes.empty()) return nullptr;
   auto it = attribute_writes.find(object->source->to_string() + "." + name);
   return it == attribute_writes.end() ? nullptr : it->second;
+}
+
+void TraceContext::check_attribute_read(PyObject* object, const std::string& name) const {
+  if (containers_.empty() || name == "__dict__" || name == "__class__") return;
+  PyObject* dict = instance_dict_of(object, false);
+  if (dict == nullptr) return;
+  auto held = containers_.find(dict);
+  if (held != containers_.end() && held->second.value->mutable_here) {
+    unsupported("reading attribute '" + name +
+                "' of an object whose __dict__ the trace mutated (as " + held->second.key + ")");
+  }
 }
 
 bool truthiness(const ValuePtr& value) {

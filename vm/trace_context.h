@@ -30,6 +30,10 @@ struct Unsupported {
   // executing, and how many times execution had arrived there (loops come back).
   int root_instruction = -1;
   int root_arrival = 0;
+  // The innermost instruction executing when the trace stopped (its base opcode, for the
+  // opcode coverage counts), and whether the VM has no rule for that opcode at all.
+  int opcode = -1;
+  bool refused = false;
   // The Python exception the traced code raises here, when the trace proves it (a missing
   // attribute or key, a pure call that raised, a raise statement): a handler of an inlined
   // frame may catch it (InlineFrame::enter_handler); otherwise it is a graph break.
@@ -133,6 +137,13 @@ class TraceContext {
                               const ValuePtr& value);
   // A value the traced code stored in obj.name earlier, or null.
   ValuePtr attribute_written(const ValuePtr& object, const std::string& name) const;
+  // An object's attributes and its __dict__ held as a Dict (read as obj.__dict__ or vars(obj),
+  // or reached under another name) are separate traced values that do not see each other's
+  // writes, so a trace that writes through one name must not read through the other:
+  // record_attribute_write also writes a plain setattr into the held dict (and refuses any
+  // other), wrap refuses the dict of an object written to, and this refuses reading attribute
+  // `name` of `object` (borrowed) once the trace mutated its __dict__ (Unsupported: a break).
+  void check_attribute_read(PyObject* object, const std::string& name) const;
 
   // Set when the trace read a live list or tuple iterator (wrap) as an Iterator, guarded
   // on what it has left.
@@ -156,6 +167,8 @@ class TraceContext {
   // sequences they walk, which the trace then may not mutate.
   std::map<PyObject*, std::string> iterators_;
   std::map<PyObject*, std::string> iterated_;
+  // The __dict__ of each object the trace set an attribute of, with the object's source.
+  std::map<PyObject*, std::string> written_instance_dicts_;
 };
 
 // Python truthiness of a traced value when it is known without running code

@@ -2,6 +2,7 @@
 // left it) and packages the trace; at a break, traces again to stop right before it.
 #include <utility>
 
+#include "dynvm/vm/opcode_coverage.h"
 #include "dynvm/vm/trace.h"
 #include "inline_frame.h"
 #include "known_objects.h"
@@ -130,6 +131,7 @@ Attempt attempt(const FrameStart& start, const TraceOptions& options, InlineFram
     trace.guards = std::move(ctx.guards);
     out.live_iterators = ctx.read_live_iterator;
   } catch (const Unsupported& u) {
+    if (u.opcode >= 0) count_break(static_cast<frontend::Opcode>(u.opcode), u.reason, u.refused);
     trace.graph_break = GraphBreakInfo{u.reason, u.filename, u.lineno};
     trace.resume.reset();
     trace.side_effects.clear();

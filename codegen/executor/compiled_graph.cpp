@@ -355,6 +355,10 @@ Expected<std::unique_ptr<CompiledGraph>> CompiledGraph::build_with(const graph::
         if (!recorded) return recorded.error();
         compiled->recorded_ = std::move(recorded).value();
         compiled->records_autograd_ = true;
+        for (const graph::Value* out : graph.outputs()) {
+          compiled->output_requires_grad_.push_back(out->kind() == graph::ValueKind::Tensor &&
+                                                    out->meta()->requires_grad);
+        }
         compiled->why_not_fused_.clear();
       } else {
         compiled->why_not_fused_ += " and its backward cannot recompute it: " + why;

@@ -13,6 +13,7 @@
 #include "dynvm/frontend/live_code.h"
 #include "dynvm/graph/primitive_ops.h"
 #include "dynvm/runtime/compiled_function.h"
+#include "dynvm/vm/opcode_coverage.h"
 #include "frame_hook_functions.h"
 #include "wrapper_call.h"
 
@@ -107,7 +108,48 @@ PyObject* module_primitive_ops(PyObject*, PyObject*) {
   return list;
 }
 
+// opcode_coverage() -> list of dicts: for each base opcode the VM met in this process, how
+// many instructions of it were executed while tracing, how many traces stopped on it (and
+// of those, how many because the VM has no rule for it), and the stops' reasons.
+PyObject* module_opcode_coverage(PyObject*, PyObject*) {
+  PyObject* list = PyList_New(0);
+  if (list == nullptr) return nullptr;
+  for (const dynvm::vm::OpcodeCoverage& c : dynvm::vm::opcode_coverage()) {
+    PyObject* reasons = PyDict_New();
+    if (reasons == nullptr) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    for (const auto& [reason, count] : c.reasons) {
+      PyObject* n = PyLong_FromUnsignedLongLong(count);
+      if (n == nullptr || PyDict_SetItemString(reasons, reason.c_str(), n) < 0) {
+        Py_XDECREF(n);
+        Py_DECREF(reasons);
+        Py_DECREF(list);
+        return nullptr;
+      }
+      Py_DECREF(n);
+    }
+    std::string name(dynvm::frontend::opcode_name(c.opcode));
+    PyObject* item =
+        Py_BuildValue("{s:s,s:K,s:K,s:K,s:N}", "opcode", name.c_str(), "executed",
+                      (unsigned long long)c.executed, "breaks", (unsigned long long)c.breaks,
+                      "refused", (unsigned long long)c.refused, "reasons", reasons);
+    if (!append_new(list, item)) return nullptr;
+  }
+  return list;
+}
+
+PyObject* module_reset_opcode_coverage(PyObject*, PyObject*) {
+  dynvm::vm::reset_opcode_coverage();
+  Py_RETURN_NONE;
+}
+
 PyMethodDef kMethods[] = {
+    {"opcode_coverage", module_opcode_coverage, METH_NOARGS,
+     "Per-opcode counts of what the VM traced, broke on and refused in this process."},
+    {"reset_opcode_coverage", module_reset_opcode_coverage, METH_NOARGS,
+     "Zero the opcode coverage counts."},
     {"primitive_ops", module_primitive_ops, METH_NOARGS,
      "The primitive operators of fused kernels, with their kinds."},
     {"nvrtc_compilations", module_nvrtc_compilations, METH_NOARGS,

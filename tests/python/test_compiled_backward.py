@@ -340,3 +340,33 @@ def test_a_whole_training_step_compiles_with_its_inputs_returned_as_they_are():
     torch.testing.assert_close(results[1][0], results[0][0], rtol=1e-5, atol=1e-6)
     for mine, theirs in zip(results[1][1], results[0][1]):
         torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", ["recomputed", "compiled"])
+def test_outputs_that_depend_on_no_grad_input_do_not_require_grad(shape):
+    # Found by fuzz/program_fuzz.py: beside a parameter's use, `b * 2` came back from the
+    # graph's one autograd node with requires_grad=True (and a grad_fn), where eager's has
+    # neither. `shape` picks the node: detach() and a factory keep the recomputing one.
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 3)
+
+    def recomputed(a, b):
+        y = lin(a)
+        return b * 2, y, y.detach() + 1, torch.zeros(2), y > 0
+
+    def compiled(a, b):
+        y = torch.relu(lin(a))
+        return b * 2, y * 3
+
+    fn = recomputed if shape == "recomputed" else compiled
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    got, want = dynvm.compile(fn)(a, b), fn(a, b)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+        assert g.requires_grad == w.requires_grad
+        assert (g.grad_fn is None) == (w.grad_fn is None)
+    got[1].sum().backward()
+    grad = lin.weight.grad.clone()
+    lin.weight.grad = None
+    want[1].sum().backward()
+    torch.testing.assert_close(grad, lin.weight.grad)

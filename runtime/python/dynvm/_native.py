@@ -23,9 +23,10 @@ def core():
                 f"has torch {torch.__version__}: build dynvm again for it "
                 "(scripts/build.sh, or pip install --no-build-isolation .)")
 
-        from dynvm import _C
+        from dynvm import _C, _opcode_coverage
 
         _C.set_skip_prefixes(_skipped_directories(), installed_package_directories())
+        _opcode_coverage.install_if_requested(_C)
         _core = _C
     return _core
 

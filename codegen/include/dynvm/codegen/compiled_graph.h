@@ -71,6 +71,10 @@ class CompiledGraph {
   // recording (what the backward differentiates).
   bool records_autograd() const { return records_autograd_; }
   std::vector<at::Tensor> run_recording_autograd(const std::vector<at::Tensor>& inputs) const;
+  // Per output of a graph autograd records: whether eager's result requires grad (the
+  // traced metadata's flag). The others leave the recomputing node non-differentiable, as
+  // eager's `b * 2`, `y.detach() + 1` or `torch.zeros(2)` beside a parameter's use.
+  const std::vector<bool>& output_requires_grad() const { return output_requires_grad_; }
 
   // Set when autograd records the graph and every operator on the way to a gradient has a
   // derivative rule (graph/autodiff.h): the graph then runs as a fused forward half and a
@@ -139,6 +143,7 @@ class CompiledGraph {
   std::string why_not_fused_;
   bool records_autograd_ = false;
   std::unique_ptr<AtenExecutor> recorded_;  // records_autograd_: the graph as traced
+  std::vector<bool> output_requires_grad_;  // records_autograd_: see output_requires_grad()
   std::shared_ptr<const CompiledBackward> backward_;
   std::string why_no_backward_;
 };
