@@ -444,7 +444,7 @@ bool TraceContext::record_attribute_write(const ValuePtr& object, const std::str
     // `p.grad = None` (zero_grad) on a tensor read from a source: set after the graph runs;
     // later reads in the trace see None. Setting a tensor would need autograd's checks.
     side_effects.push_back(PendingSideEffect{kind, object->source, name, value});
-    attribute_writes[object->source->to_string() + "." + name] = value;
+    attribute_writes[{object->py(), name}] = value;
     return true;
   }
   if (!object->is(TracedValue::Kind::Object) || !object->source || object->py() == nullptr) {
@@ -504,7 +504,7 @@ bool TraceContext::record_attribute_write(const ValuePtr& object, const std::str
     written_instance_dicts_.emplace(dict, object->source->to_string());
   }
   side_effects.push_back(PendingSideEffect{kind, object->source, name, value});
-  attribute_writes[object->source->to_string() + "." + name] = value;
+  attribute_writes[{object->py(), name}] = value;
   return true;
 }
 
@@ -522,8 +522,8 @@ bool TraceContext::record_base_item_write(const ValuePtr& object, const std::str
 }
 
 ValuePtr TraceContext::attribute_written(const ValuePtr& object, const std::string& name) const {
-  if (!object->source || attribute_writes.empty()) return nullptr;
-  auto it = attribute_writes.find(object->source->to_string() + "." + name);
+  if (!object->source || object->py() == nullptr || attribute_writes.empty()) return nullptr;
+  auto it = attribute_writes.find({object->py(), name});
   return it == attribute_writes.end() ? nullptr : it->second;
 }
 

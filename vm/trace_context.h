@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "dynvm/frontend/code_info.h"
@@ -118,9 +119,10 @@ class TraceContext {
     ValuePtr value;  // SetAttr: the value; Replace*: the container itself (final contents)
   };
   std::vector<PendingSideEffect> side_effects;
-  // Attributes the traced code set on pre-existing objects, by "source.name": later reads
-  // in the trace see them.
-  std::map<std::string, ValuePtr> attribute_writes;
+  // Attributes the traced code set on pre-existing objects, by object and name: later reads
+  // in the trace see them, also through another name of the same object (`obj` and the
+  // stack slot it was stored from, after a graph break).
+  std::map<std::pair<const PyObject*, std::string>, ValuePtr> attribute_writes;
 
   // Lets the trace mutate a list or dict that existed before the call: its final
   // contents are written back after the graph runs. False when it cannot be (no source).

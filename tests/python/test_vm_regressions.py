@@ -1399,3 +1399,44 @@ def test_reading_or_only_writing_a_dunder_dict_keeps_tracing(fn):
     explained = dynvm.explain(fn)(_Attrs(1), torch.ones(2))
     assert explained.graph_count == 1 and explained.graph_break_count == 0, [
         b.reason for b in explained.break_reasons]
+
+
+class _Counter:
+    def __init__(self, t, n):
+        self.t = t
+        self.n = n
+
+
+def _increment_then_read(a, n):
+    obj = _Counter(a, n)
+    obj.n += 1  # `n` opaque after its first change: the `+=` is a graph break
+    return obj.t * obj.n
+
+
+def _set_from_the_stack_then_read(box, n):
+    box.n = n + 0.5  # an opaque float: the addition breaks, the store is traced after it
+    return box.t * box.n, box.n
+
+
+@pytest.mark.parametrize("backend", ["eager", "dynvm"])
+def test_an_attribute_set_through_one_name_is_read_through_another(backend):
+    # Found by fuzz/program_fuzz.py (seed 40, programs 3803 and 4005): after the graph
+    # break, the trace resumed with the object both on the stack (S[0], which STORE_ATTR
+    # wrote through) and in a local (L['obj'], which the next read went through); attribute
+    # writes were looked up by the source's name, so the read missed the write and took
+    # the attribute's old value, n instead of n + 1.
+    compiled = dynvm.compile(_increment_then_read, backend=backend)
+    a = torch.ones(2)
+    for n in (3, 3, 2, 4, 5, 2):
+        torch.testing.assert_close(compiled(a, n), _increment_then_read(a, n))
+
+    class Box:
+        pass
+
+    compiled = dynvm.compile(_set_from_the_stack_then_read, backend=backend)
+    for n in (1.0, 1.0, 2.0, 3.0, 4.0):
+        got_box, want_box = Box(), Box()
+        got_box.t = want_box.t = torch.ones(2)
+        got, want = compiled(got_box, n), _set_from_the_stack_then_read(want_box, n)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] and got_box.n == want_box.n
