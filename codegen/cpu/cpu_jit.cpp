@@ -115,7 +115,6 @@ Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
   if (lanes > 64 || (lanes & (lanes - 1)) != 0) {
     return make_error("vector_lanes must be a power of two up to 64, not " + std::to_string(lanes));
   }
-  std::string text = to_text(kernel);
   // Keyed without the sizes the function takes at run time: one compiled function serves
   // the kernel at every extent of its parallel loop (dynamic batch sizes and lengths).
   std::string key =
@@ -166,7 +165,7 @@ Expected<CpuCompiledKernel> compile_cpu_kernel(const LoopKernel& kernel,
     std::string ir = module_text(*module);
     if (log_topic_enabled("kernels")) {
       std::cerr << "[dynvm kernels] " << kernel.name << " (" << key << ") loop IR:\n"
-                << text << "[dynvm kernels] " << kernel.name << " LLVM IR (optimized):\n"
+                << to_text(kernel) << "[dynvm kernels] " << kernel.name << " LLVM IR (optimized):\n"
                 << ir;
     }
     if (options.keep_llvm_ir) result.llvm_ir = std::move(ir);
