@@ -23,6 +23,7 @@
 #include "dynvm/runtime/graph_files.h"
 #include "dynvm/runtime/run_report.h"
 #include "dynvm/runtime/variant.h"
+#include "dynvm/vm/source_resolver.h"
 #include "dynvm/vm/trace.h"
 
 namespace dynvm::runtime {
@@ -60,6 +61,44 @@ bool guards_constant(const Variant& variant, const std::string& source) {
   return false;
 }
 
+using Segments = std::map<std::pair<std::string, int>, Segment>;  // by (variant key, start)
+
+// Whether a variant of the code (in any of its segments: the write may come after a break)
+// sets or deletes the global read from `source`: a counter the function keeps in a global
+// (`global step; step += 1`) changes on every call. The global may be read as a name of the
+// dict written (G['step'], or another module's dict through a callee), or as an attribute of
+// the module that dict belongs to (`helpers.step`).
+bool writes_global(const Segments& segments, const vm::SourceTable::Entry& source,
+                   const vm::FrameInputs& inputs) {
+  PyRef module;  // what the source's base is, when the source is an attribute: read once
+  bool module_read = false;
+  for (const auto& [key, segment] : segments) {
+    for (const auto& variant : segment.variants) {
+      for (const vm::SideEffect& effect : variant->trace().side_effects) {
+        if ((effect.kind != vm::SideEffect::Kind::SetGlobal &&
+             effect.kind != vm::SideEffect::Kind::DeleteGlobal) ||
+            effect.name != source.source->name()) {
+          continue;
+        }
+        vm::SourcePtr read = effect.target ? vm::Source::key(effect.target, effect.name)
+                                           : vm::Source::global(effect.name);
+        if (read->to_string() == source.text) return true;
+        if (source.kind != vm::Source::Kind::Attr) continue;
+        if (!module_read) {
+          module_read = true;
+          module = vm::resolve_source(source.source->base(), inputs);
+          if (module && !PyModule_Check(module.get())) module = PyRef();
+        }
+        if (!module) continue;
+        PyRef dict = effect.target ? vm::resolve_source(effect.target, inputs)
+                                   : PyRef::borrow(inputs.globals);
+        if (dict && dict.get() == PyModule_GetDict(module.get())) return true;
+      }
+    }
+  }
+  return false;
+}
+
 // A number whose constant guard failed: its source, and whether it lives in the frame.
 struct ChangedNumber {
   std::string source;  // "" when the failed guard is not a number's constant guard
@@ -71,8 +110,10 @@ struct ChangedNumber {
 // it breaks on .item()), it is traced as opaque from then on (automatic dynamic). A float
 // read through attributes or keys (a learning rate an LR scheduler sets on every step) is
 // too, once it has changed twice (driver below); other numbers read that way
-// (configuration) stay constants.
-ChangedNumber changing_number(const Variant& variant, const vm::GuardFailure& why) {
+// (configuration) stay constants. A global the traced code writes itself is treated as the
+// frame's own (a counter kept in a global), as a local is.
+ChangedNumber changing_number(const Variant& variant, const vm::GuardFailure& why,
+                              const Segments& segments, const vm::FrameInputs& inputs) {
   const vm::GuardSet& guards = variant.trace().guards;
   if (why.index >= guards.size()) return {};
   const vm::Guard& g = guards[why.index];
@@ -91,6 +132,7 @@ ChangedNumber changing_number(const Variant& variant, const vm::GuardFailure& wh
   if (root->kind != vm::Source::Kind::Local && root->kind != vm::Source::Kind::Stack) {
     in_frame = false;
   }
+  if (!in_frame && writes_global(segments, entry, inputs)) in_frame = true;
   // Only ints and floats are traced as opaque (TraceContext::wrap).
   PyObject* value = g.as<vm::ConstantMatchPayload>().value.get();
   if (!in_frame && (value == nullptr || !PyFloat_CheckExact(value))) return {};
@@ -102,7 +144,7 @@ struct CodeCache {
   uint64_t epoch = 0;
   bool skip = false;  // nothing worth compiling: CPython runs it
   std::shared_ptr<const frontend::CodeInfo> info;
-  std::map<std::pair<std::string, int>, Segment> segments;  // (variant_key, start)
+  Segments segments;             // (variant_key, start)
   int return_value_offset = -1;  // a RETURN_VALUE, used to return through CPython
   // Locals and stack entries whose number changed between calls, in any part of the
   // code: traced as opaque from then on (a loop counter read after every break).
@@ -127,6 +169,8 @@ CodeCache* cache_for(PyObject* code, bool create) {
     cache->segments.clear();
     cache->skip = false;
     cache->dynamic_dims.clear();
+    cache->dynamic_sources.clear();
+    cache->float_changes.clear();
     cache->fixed_sizes = false;
     cache->epoch = current_epoch();
   }
@@ -255,7 +299,7 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
       } else {
         variants[i]->guards_hold(inputs, &failure);
       }
-      ChangedNumber changing = changing_number(*variants[i], failure);
+      ChangedNumber changing = changing_number(*variants[i], failure, cache.segments, inputs);
       if (changing.source.empty()) continue;
       // A float outside the frame: a value that changed once (a milestone) is better
       // served by a second constant variant; one that keeps changing goes opaque.

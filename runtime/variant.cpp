@@ -398,7 +398,10 @@ bool replay_side_effects(const std::vector<vm::SideEffect>& effects,
   std::vector<PyRef> targets;
   targets.reserve(effects.size());
   for (const vm::SideEffect& effect : effects) {
-    targets.push_back(vm::resolve_source(effect.target, inputs));
+    bool frame_globals = !effect.target && (effect.kind == vm::SideEffect::Kind::SetGlobal ||
+                                            effect.kind == vm::SideEffect::Kind::DeleteGlobal);
+    targets.push_back(frame_globals ? PyRef::borrow(inputs.globals)
+                                    : vm::resolve_source(effect.target, inputs));
     if (!targets.back()) PyErr_Clear();  // reported below, when its turn comes
   }
   for (size_t e = 0; e < effects.size(); ++e) {
@@ -453,6 +456,27 @@ bool replay_side_effects(const std::vector<vm::SideEffect>& effects,
           return false;
         }
         rc = base->tp_as_mapping->mp_ass_subscript(target.get(), key.get(), value.get());
+        break;
+      }
+      case vm::SideEffect::Kind::SetGlobal:
+      case vm::SideEffect::Kind::DeleteGlobal: {
+        PyRef key = PyRef::steal(PyUnicode_FromString(effect.name.c_str()));
+        if (!key) return false;
+        if (!PyDict_Check(target.get())) {
+          PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: globals that are no dict");
+          return false;
+        }
+        if (effect.kind == vm::SideEffect::Kind::SetGlobal) {
+          rc = PyDict_SetItem(target.get(), key.get(), value.get());
+          break;
+        }
+        // Gone already only when the trace set the name itself before deleting it (the
+        // delete of a name it did not set is guarded on the name being there).
+        rc = PyDict_DelItem(target.get(), key.get());
+        if (rc < 0 && PyErr_ExceptionMatches(PyExc_KeyError)) {
+          PyErr_Clear();
+          rc = 0;
+        }
         break;
       }
     }

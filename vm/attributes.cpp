@@ -333,6 +333,10 @@ void delete_attribute_of(TraceContext& ctx, const ValuePtr& object, const std::s
 }
 
 ValuePtr load_attribute(TraceContext& ctx, const ValuePtr& object, const std::string& name) {
+  if (object->is(TracedValue::Kind::Object) && object->py() != nullptr &&
+      PyModule_Check(object->py())) {
+    ctx.note_global_read(PyModule_GetDict(object->py()), name);  // a global of that module
+  }
   if (ValuePtr written = ctx.attribute_written(object, name)) return written;
   switch (object->kind) {
     case TracedValue::Kind::Tensor:

@@ -523,6 +523,16 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
   if (name == "hasattr" && args.size() == 2) {
     PyRef attr_name = concrete_object(args[1]);
     if (!attr_name) unsupported("hasattr() with a non-constant name");
+    if (args[0]->is(TracedValue::Kind::Object) && args[0]->py() != nullptr &&
+        PyModule_Check(args[0]->py()) && PyUnicode_Check(attr_name.get())) {
+      // A global of that module the trace deleted: the live module still has it (the answer
+      // below would be stale), and only eager knows what the module's __getattr__ says.
+      ValuePtr written =
+          ctx.global_written(PyModule_GetDict(args[0]->py()), PyUnicode_AsUTF8(attr_name.get()));
+      if (written && written->is_null()) {
+        unsupported("hasattr() of a module global the trace deleted");
+      }
+    }
     if (args[0]->is(TracedValue::Kind::Object) && args[0]->source && !is_module(args[0]->py())) {
       // Looked up as the program would, so that presence and absence are both guarded.
       try {
@@ -1194,9 +1204,15 @@ ValuePtr inline_function(TraceContext& ctx, const ValuePtr& function, std::vecto
   if (code->is_generator()) {
     // A generator is run to completion at once: what it yields becomes an iterator. The
     // traced code has no side effects the order of evaluation could reveal, except
-    // errors, which end the trace.
+    // errors, which end the trace (and globals, which TraceContext::generator_depth keeps
+    // in order).
     std::vector<ValuePtr> yields;
     frame.collect_yields(&yields);
+    ++ctx.generator_depth;
+    struct GeneratorGuard {
+      TraceContext& c;
+      ~GeneratorGuard() { --c.generator_depth; }
+    } generator_guard{ctx};
     frame.run();
     return generator_of(std::move(yields));
   }

@@ -69,23 +69,6 @@ ValuePtr InlineFrame::const_value(int index) {
   return TracedValue::constant(PyRef::borrow(c));
 }
 
-ValuePtr InlineFrame::load_global(const std::string& name) {
-  PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
-  PyObject* found = PyDict_GetItemWithError(scope_.globals.get(), key.get());  // borrowed
-  if (found != nullptr) {
-    SourcePtr src =
-        scope_.dict_source ? Source::key(scope_.dict_source, name) : Source::global(name);
-    return context_.wrap(found, src);
-  }
-  if (PyErr_Occurred()) unsupported_from_python_error("global lookup");
-  found = PyDict_GetItemWithError(scope_.builtins.get(), key.get());
-  if (found != nullptr) {
-    return context_.wrap(found, Source::builtin(name));
-  }
-  if (PyErr_Occurred()) unsupported_from_python_error("builtin lookup");
-  unsupported("name '" + name + "' is not defined");
-}
-
 ValuePtr InlineFrame::import_name(const std::string& name, const ValuePtr& fromlist,
                                   const ValuePtr& level) {
   bool names_known =
@@ -197,6 +180,7 @@ void InlineFrame::make_root(int start, std::vector<ValuePtr> stack, StopPoint st
   stop_ = stop;
   arrivals_.assign(code_->instructions.size(), 0);
   live_locals_ = std::move(live_locals);
+  context_.root_code = code_.get();
 }
 
 ValuePtr& InlineFrame::local(int index) {
@@ -300,6 +284,8 @@ ValuePtr InlineFrame::run() {
           stopped_ = true;
           return nullptr;
         }
+        context_.root_instruction = pc_;
+        context_.root_arrival = arrival;
       }
       if (++executed > context_.options.max_instructions) {
         unsupported("the trace executed too many instructions (a very long unrolled loop)");
@@ -462,6 +448,12 @@ void InlineFrame::step(const Instruction& ins) {
     case Op::LoadGlobal:
       if (n.flags & frontend::kOpPushNull) push(TracedValue::null());
       push(load_global(code_->names.at(n.index)));
+      return;
+    case Op::StoreGlobal:
+      store_global(code_->names.at(n.index), pop());
+      return;
+    case Op::DeleteGlobal:
+      delete_global(code_->names.at(n.index));
       return;
     case Op::ImportName: {
       ValuePtr fromlist = pop();

@@ -72,7 +72,11 @@ class InlineFrame {
   void push(ValuePtr v) { stack_.push_back(std::move(v)); }
   std::vector<ValuePtr> pop_n(size_t n);  // in push order
 
+  // The frame's global names (vm/globals.cpp): a read sees what the trace stored or deleted
+  // earlier; a store or delete is a side effect on the frame's globals dict.
   ValuePtr load_global(const std::string& name);
+  void store_global(const std::string& name, const ValuePtr& value);
+  void delete_global(const std::string& name);
   // The handler of this frame's exception table that covers the current instruction
   // receives `exception`: the stack cut to its depth, the exception pushed, pc_ set. False
   // when no handler covers it (the exception leaves the frame).

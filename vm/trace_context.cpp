@@ -522,6 +522,15 @@ bool TraceContext::record_base_item_write(const ValuePtr& object, const std::str
 }
 
 ValuePtr TraceContext::attribute_written(const ValuePtr& object, const std::string& name) const {
+  if (!global_writes_.empty() && object->is(TracedValue::Kind::Object) && object->py() != nullptr &&
+      PyModule_Check(object->py())) {
+    // `module.name` after code of that module set or deleted its global `name`.
+    ValuePtr written = global_written(PyModule_GetDict(object->py()), name);
+    if (written && written->is_null()) {
+      unsupported("reading attribute '" + name + "' of a module after the trace deleted it");
+    }
+    if (written) return written;
+  }
   if (!object->source || object->py() == nullptr || attribute_writes.empty()) return nullptr;
   auto it = attribute_writes.find({object->py(), name});
   return it == attribute_writes.end() ? nullptr : it->second;

@@ -81,6 +81,14 @@ class TraceContext {
   PyRef root_globals;  // the traced function's globals
   PyRef builtins;      // and its builtins dict
   int inline_depth = 0;
+  // Generators being run ahead (to completion, where eager runs them step by step): a global
+  // they read or write could be seen in another order than eager's (record_global_write).
+  int generator_depth = 0;
+  // The traced frame itself: its code, the instruction it is executing and how many times
+  // execution has arrived there (kept by InlineFrame::run).
+  const frontend::CodeInfo* root_code = nullptr;
+  int root_instruction = -1;
+  int root_arrival = 0;
 
   // Converts a live object into a traced value, recording the guards that make the
   // conversion valid. Memoised by source text so a source gives one value.
@@ -137,7 +145,8 @@ class TraceContext {
   // object's items itself, so only the replay needs to see the write.
   bool record_base_item_write(const ValuePtr& object, const std::string& key,
                               const ValuePtr& value);
-  // A value the traced code stored in obj.name earlier, or null.
+  // A value the traced code stored in obj.name earlier, or null. For a Python module, what it
+  // stored in that global of the module (record_global_write); Unsupported when it deleted it.
   ValuePtr attribute_written(const ValuePtr& object, const std::string& name) const;
   // An object's attributes and its __dict__ held as a Dict (read as obj.__dict__ or vars(obj),
   // or reached under another name) are separate traced values that do not see each other's
@@ -146,6 +155,21 @@ class TraceContext {
   // other), wrap refuses the dict of an object written to, and this refuses reading attribute
   // `name` of `object` (borrowed) once the trace mutated its __dict__ (Unsupported: a break).
   void check_attribute_read(PyObject* object, const std::string& name) const;
+
+  // Records `name = value` (STORE_GLOBAL) in the globals dict `globals` (borrowed) of a frame,
+  // or `del name` (DELETE_GLOBAL) when `value` is null: one SetGlobal or DeleteGlobal side
+  // effect per dict and name, holding the last write (`dict_source` names the dict, null for
+  // the traced function's own globals). Unsupported when the trace holds that dict as a Dict
+  // (read as a module's __dict__), which would not see the write.
+  void record_global_write(PyObject* globals, const SourcePtr& dict_source, const std::string& name,
+                           const ValuePtr& value);
+  // What the traced code last stored in `name` of the globals dict `globals` (borrowed): the
+  // value, a Null value when it deleted the name, or null when it did neither.
+  ValuePtr global_written(PyObject* globals, const std::string& name) const;
+  // Notes a read of global `name` of `globals` (borrowed; as a name, or as a module attribute).
+  // Inside a generator run ahead, which eager runs step by step, a later write of that global
+  // by the trace could come before the read in eager: record_global_write then refuses it.
+  void note_global_read(PyObject* globals, const std::string& name);
 
   // Set when the trace read a live list or tuple iterator (wrap) as an Iterator, guarded
   // on what it has left.
@@ -169,8 +193,23 @@ class TraceContext {
   // sequences they walk, which the trace then may not mutate.
   std::map<PyObject*, std::string> iterators_;
   std::map<PyObject*, std::string> iterated_;
-  // The __dict__ of each object the trace set an attribute of, with the object's source.
+  // The __dict__ of each object the trace set an attribute of, with the object's source (and
+  // each globals dict the trace wrote a name of).
   std::map<PyObject*, std::string> written_instance_dicts_;
+  // Globals written or deleted, by globals dict and name: the value last stored (Null when
+  // deleted) and the index of its side effect.
+  struct GlobalWrite {
+    ValuePtr value;
+    size_t effect = 0;
+  };
+  std::map<std::pair<const PyObject*, std::string>, GlobalWrite> global_writes_;
+  // Globals read inside a generator run ahead, with the traced frame's instruction that ran it
+  // (where a graph break must then come, before the generator is made).
+  struct GeneratorRead {
+    int instruction = -1;
+    int arrival = 0;
+  };
+  std::map<std::pair<const PyObject*, std::string>, GeneratorRead> globals_read_by_generators_;
 };
 
 // Python truthiness of a traced value when it is known without running code

@@ -186,6 +186,20 @@ def test_a_changing_int_stops_being_specialised():
     assert dynvm.counters["recompiles"] <= 6, dynvm.counters["recompiles"]
 
 
+def test_reset_forgets_which_ints_changed():
+    # dynvm.reset() cleared a code object's variants but not the record of its numbers that
+    # had changed, so after a reset k stayed opaque: the branch on it was a graph break.
+    compiled = dynvm.compile(_branch_on_int, backend="eager")
+    x = torch.randn(3)
+    for k in range(3):
+        assert torch.equal(compiled(x, k), _branch_on_int(x, k))
+    assert dynvm.explain(_branch_on_int)(x, 4).graph_break_count >= 1
+    dynvm.reset()
+    report = dynvm.explain(_branch_on_int)(x, 4)
+    assert report.graph_break_count == 0, str(report)
+    assert torch.equal(compiled(x, 5), _branch_on_int(x, 5))
+
+
 def test_recompiles_log_names_the_failing_guard(tmp_path):
     script = tmp_path / "recompile.py"
     script.write_text(

@@ -96,6 +96,12 @@ struct SideEffect {
     // target[name] = value for an instance of a dict subclass, through its builtin base's own
     // __setitem__ (dict's or OrderedDict's), not the class's.
     BaseSetItem,
+    // target[name] = value in a globals dict (STORE_GLOBAL): `target` is the dict's source, or
+    // null for the traced function's own globals (FrameInputs::globals).
+    SetGlobal,
+    // del target[name] in a globals dict (DELETE_GLOBAL), `target` as for SetGlobal; the value
+    // is None. A name already gone is left so: the trace deleted what it had set itself.
+    DeleteGlobal,
   };
   Kind kind = Kind::SetAttr;
   SourcePtr target;
