@@ -43,6 +43,11 @@ std::string Variant::why_no_compiled_backward() const {
 
 std::string Variant::cuda_graph_note() const {
   if (cuda_graph_) return cuda_graph_->note();
+  if (cuda_graph_per_size_) {
+    return "records a CUDA graph for each size (dynamic shapes), after " +
+           std::to_string(CudaGraphReplay::kWarmupCalls) + " call" +
+           (CudaGraphReplay::kWarmupCalls == 1 ? "" : "s") + " at that size";
+  }
   return cuda_graph_why_not_.empty() ? "" : "not a CUDA graph: " + cuda_graph_why_not_;
 }
 
@@ -120,7 +125,7 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
       for (const auto& binding : v->symbol_inputs_) {
         if (binding.first < 0) return make_error("dynamic shapes: a size symbol no input gives");
       }
-      v->specializations_[traced.symbol_hints()] = Specialization{v->executor_, 0};
+      v->specializations_[traced.symbol_hints()] = Specialization{v->executor_, 0, nullptr, ""};
     }
     bool bindable = true;  // every graph input comes from a guarded source or is captured
     for (const vm::InputBinding& binding : v->trace_.inputs) {
@@ -134,19 +139,25 @@ Expected<std::unique_ptr<Variant>> Variant::build(vm::Trace trace, const std::st
     }
     // max-autotune also replays CUDA graphs, as torch.compile's does.
     if ((mode == "reduce-overhead" || mode == "max-autotune") && v->trace_.graph.num_nodes() > 0) {
-      v->cuda_graph_why_not_ = symbolic ? "the graph has dynamic shapes"
-                               : backend != "dynvm"
+      // A graph with symbols: judged on its specialization to the traced sizes, and then
+      // each size gets its own CUDA graph (as Inductor's CUDA graph trees record one per
+      // distinct size).
+      v->cuda_graph_why_not_ = backend != "dynvm"
                                    ? "backend '" + backend + "' runs the graph op by op"
                                : v->executor_->records_autograd()
                                    ? "autograd records the graph (an input requires grad)"
                                    : CudaGraphReplay::why_not(v->trace_.graph, *v->executor_);
       if (v->cuda_graph_why_not_.empty()) {
-        std::vector<bool> in_place;
         for (const vm::InputBinding& binding : v->trace_.inputs) {
-          in_place.push_back(read_in_place(binding));
+          v->cuda_graph_in_place_.push_back(read_in_place(binding));
         }
-        v->cuda_graph_ = std::make_unique<CudaGraphReplay>(v->executor_.get(), v->trace_.graph,
-                                                           std::move(in_place), where);
+        v->where_ = where;
+        if (symbolic) {
+          v->cuda_graph_per_size_ = true;
+        } else {
+          v->cuda_graph_ = std::make_unique<CudaGraphReplay>(v->executor_.get(), v->trace_.graph,
+                                                             v->cuda_graph_in_place_, where);
+        }
       }
     }
     // A CUDA graph's run, and one autograd records, go through run_graph, not the guards'
@@ -511,13 +522,16 @@ bool Variant::run_graph(const vm::FrameInputs& inputs, const GlueValues* checked
     }
   }
   std::shared_ptr<codegen::CompiledGraph> executor = executor_;
+  CudaGraphReplay* replay = cuda_graph_.get();
   if (!symbol_inputs_.empty()) {
-    executor = executor_for(tensors);
-    if (!executor) return false;
+    Specialization* specialization = specialization_for(tensors);
+    if (specialization == nullptr) return false;
+    executor = specialization->executor;
+    replay = specialization->cuda_graph.get();
   }
   try {
-    if (cuda_graph_) {
-      *outputs = cuda_graph_->run(tensors);
+    if (replay != nullptr) {
+      *outputs = replay->run(tensors);
     } else if (executor->compiled_backward()) {
       *outputs = run_with_compiled_backward(executor, tensors);
     } else if (executor->records_autograd()) {
@@ -532,8 +546,7 @@ bool Variant::run_graph(const vm::FrameInputs& inputs, const GlueValues* checked
   return true;
 }
 
-std::shared_ptr<codegen::CompiledGraph> Variant::executor_for(
-    const std::vector<at::Tensor>& tensors) const {
+Variant::Specialization* Variant::specialization_for(const std::vector<at::Tensor>& tensors) const {
   std::vector<int64_t> values;
   values.reserve(symbol_inputs_.size());
   for (const auto& [input, dim] : symbol_inputs_) {
@@ -542,8 +555,12 @@ std::shared_ptr<codegen::CompiledGraph> Variant::executor_for(
   ++specialization_clock_;
   auto found = specializations_.find(values);
   if (found != specializations_.end()) {
-    found->second.last_used = specialization_clock_;
-    return found->second.executor;
+    Specialization& s = found->second;
+    s.last_used = specialization_clock_;
+    if (cuda_graph_per_size_ && !s.cuda_graph && s.cuda_graph_why_not.empty()) {
+      give_cuda_graph(s, values);
+    }
+    return &s;
   }
   Expected<graph::Graph> graph = graph::specialize_shapes(trace_.graph, values);
   if (!graph) {
@@ -570,9 +587,30 @@ std::shared_ptr<codegen::CompiledGraph> Variant::executor_for(
     specializations_.erase(oldest);
   }
   std::shared_ptr<codegen::CompiledGraph> executor = std::move(built).value();
-  specializations_[values] = Specialization{executor, specialization_clock_};
+  Specialization& s = specializations_[values] =
+      Specialization{executor, specialization_clock_, nullptr, ""};
   counters().kernels += static_cast<int64_t>(executor->kernel_count());
-  return executor;
+  if (cuda_graph_per_size_) give_cuda_graph(s, values);
+  return &s;
+}
+
+void Variant::give_cuda_graph(Specialization& s, const std::vector<int64_t>& values) const {
+  s.cuda_graph_why_not = s.executor->records_autograd()
+                             ? "autograd records the graph (an input requires grad)"
+                             : CudaGraphReplay::why_not(trace_.graph, *s.executor);
+  if (!s.cuda_graph_why_not.empty()) return;
+  size_t live = 0;
+  Specialization* oldest = nullptr;
+  for (auto& [key, other] : specializations_) {
+    if (!other.cuda_graph) continue;
+    ++live;
+    if (oldest == nullptr || other.last_used < oldest->last_used) oldest = &other;
+  }
+  if (live >= kMaxCudaGraphs && oldest != nullptr) oldest->cuda_graph.reset();
+  std::string sizes;
+  for (int64_t v : values) sizes += (sizes.empty() ? "" : ", ") + std::to_string(v);
+  s.cuda_graph = std::make_shared<CudaGraphReplay>(
+      s.executor.get(), trace_.graph, cuda_graph_in_place_, where_ + " at sizes (" + sizes + ")");
 }
 
 PyObject* Variant::run(const vm::FrameInputs& inputs) const {

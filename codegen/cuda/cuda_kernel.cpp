@@ -278,7 +278,12 @@ void CudaKernel::launch(const CudaCompiledSchedule& schedule, std::vector<void*>
   size_t t = 0;
   for (const LoopBuffer& b : kernel_.buffers) {
     if (b.role != BufferRole::Temp) continue;
-    scratch.push_back(at::empty({launch.temp_elements[t++] * launch.scratch_slots()},
+    int64_t per_slot = launch.temp_elements[t++];
+    if (per_slot == 0) {  // kept in registers: the kernel never addresses it
+      pointers.push_back(nullptr);
+      continue;
+    }
+    scratch.push_back(at::empty({per_slot * launch.scratch_slots()},
                                 at::TensorOptions().device(device).dtype(to_scalar_type(b.dtype))));
     pointers.push_back(scratch.back().data_ptr());
   }
@@ -299,6 +304,9 @@ void CudaKernel::launch(const CudaCompiledSchedule& schedule, std::vector<void*>
     // A pointer parameter's argument is where the pointer is; a value's, the value itself.
     args.push_back(by_value(i) ? pointers[i] : static_cast<void*>(&pointers[i]));
   }
+  // Last, the iterations: the source leaves them to run time (lower_loops_to_cuda.h).
+  long long iterations = launch.iterations;
+  args.push_back(&iterations);
   // The vectorized variant when every buffer it accesses with vectors is aligned for them.
   bool vectorized = schedule.vector_function != nullptr;
   for (int b : launch.vector_buffers) {

@@ -329,11 +329,6 @@ class Emitter {
       launch.iterations = n;
       launch.block_threads = 32;
       while (launch.block_threads < 256 && launch.block_threads < n) launch.block_threads *= 2;
-      launch.max_blocks = int64_t{1} << 22;
-      if (temp_total > 0) {
-        launch.max_blocks =
-            std::clamp<int64_t>((int64_t{1} << 24) / (temp_total * launch.block_threads), 1, 1024);
-      }
     } else {
       // Loops around the rows (kept dims beyond the first) are flattened with the parallel
       // one: one block per row.
@@ -348,21 +343,14 @@ class Emitter {
       while (launch.block_threads < 512 && launch.block_threads * 8 < work) {
         launch.block_threads *= 2;
       }
-      launch.max_blocks = int64_t{1} << 22;
-      if (temp_total > 0) {
-        launch.max_blocks = std::clamp<int64_t>((int64_t{1} << 24) / temp_total, 1, 65536);
-      }
     }
     if (schedule_.block_threads > 0) {
       if (schedule_.block_threads % 32 != 0 || schedule_.block_threads > 1024) {
         unsupported("a block of " + std::to_string(schedule_.block_threads) + " threads");
       }
       launch.block_threads = schedule_.block_threads;
-      if (launch.scheme == CudaScheme::Flat && temp_total > 0) {
-        launch.max_blocks =
-            std::clamp<int64_t>((int64_t{1} << 24) / (temp_total * launch.block_threads), 1, 1024);
-      }
     }
+    limit_grid_by_scratch(launch);
     if (launch.scheme == CudaScheme::RowPerBlock && temp_total == 0) {
       const LoopStmt* reduce = split_reduction(chain.back()->body);
       if (reduce != nullptr) {
@@ -384,19 +372,58 @@ class Emitter {
     }
     launch_ = &launch;
     choose_index_type(launch);
+    // A temporary the kernel keeps in registers (a persistent row) is never read or
+    // written: found by writing the kernels once, it gets no scratch space, so neither the
+    // allocation nor the grid limit the scratch would set.
+    temp_used_.assign(k_.buffers.size(), false);
+    kernels_text(chain, launch);
+    bool dropped = false;
+    size_t t = 0;
+    for (size_t i = 0; i < k_.buffers.size(); ++i) {
+      if (k_.buffers[i].role != BufferRole::Temp) continue;
+      if (!temp_used_[i]) {
+        launch.temp_elements[t] = 0;
+        dropped = true;
+      }
+      ++t;
+    }
+    if (dropped) {
+      limit_grid_by_scratch(launch);
+      choose_index_type(launch);
+    }
+    result.source = kernels_text(chain, launch);
+    return result;
+  }
 
+  // The translation unit: the prelude, the scalar kernel and the vectorized variant where
+  // there is one (which sets `launch`'s vector_lanes and vector_buffers; launch_ is it).
+  std::string kernels_text(const std::vector<const LoopStmt*>& chain, CudaLaunch& launch) {
     std::string text = std::string(kPrelude) + "\n" + kernel_text(chain, k_.name, false);
     launch.vector_lanes = launch.scheme == CudaScheme::Flat          ? vector_lanes(chain)
                           : launch.scheme == CudaScheme::RowPerBlock ? row_vector_lanes(chain)
                                                                      : 0;
+    launch.vector_buffers.clear();
     if (launch.vector_lanes > 0) {
       text += "\n" + kernel_text(chain, k_.name + "_v" + std::to_string(kLanes), true);
       for (size_t i = 0; i < k_.buffers.size(); ++i) {
         if (vector_buffer_[i]) launch.vector_buffers.push_back(static_cast<int>(i));
       }
     }
-    result.source = std::move(text);
-    return result;
+    return text;
+  }
+
+  // The grid's limit: it keeps the scratch of the temporaries (a slot per thread of a flat
+  // kernel, per block of a row kernel) near 2^24 elements in all.
+  static void limit_grid_by_scratch(CudaLaunch& launch) {
+    int64_t temp_total = 0;
+    for (int64_t e : launch.temp_elements) temp_total += e;
+    launch.max_blocks = int64_t{1} << 22;
+    if (temp_total == 0) return;
+    launch.max_blocks =
+        launch.scheme == CudaScheme::RowPerBlock
+            ? std::clamp<int64_t>((int64_t{1} << 24) / temp_total, 1, 65536)
+            : std::clamp<int64_t>((int64_t{1} << 24) / (temp_total * launch.block_threads), 1,
+                                  1024);
   }
 
   // One __global__ function: the scalar kernel, or (vectorized) the flat kernel doing
@@ -426,7 +453,7 @@ class Emitter {
       out_ += ", " + value_ctype(launch.split_type) +
               "* __restrict__ split_partials, unsigned int* __restrict__ split_arrivals";
     }
-    out_ += ") {\n";
+    out_ += ", const long long dv_n) {\n";
     indent_ = 1;
     body_start_ = out_.size();
     // Inputs passed by value (a CPU scalar): read like a one-element buffer.
@@ -450,7 +477,9 @@ class Emitter {
     }
     for (const LoopBuffer& b : k_.buffers) {
       if (b.role != BufferRole::Temp) continue;
-      std::string elements = std::to_string(launch.temp_elements[t++]);
+      int64_t per_slot = launch.temp_elements[t++];
+      if (per_slot == 0) continue;  // kept in registers: never addressed
+      std::string elements = std::to_string(per_slot);
       line(storage_ctype(b.dtype) + "* __restrict__ " + b.name + " = " + b.name + "_scratch + " +
            slot + (launch.scheme == CudaScheme::ColumnSplit ? "" : " * " + elements) + ";");
     }
@@ -462,15 +491,15 @@ class Emitter {
       emit_vectorized(chain);
     } else if (launch.scheme == CudaScheme::Flat) {
       emit_flat(chain, "static_cast<" + idx_ + ">(blockIdx.x) * blockDim.x + threadIdx.x",
-                "static_cast<" + idx_ + ">(gridDim.x) * blockDim.x");
+                "static_cast<" + idx_ + ">(gridDim.x) * blockDim.x", iterations());
     } else if (launch.scheme == CudaScheme::ColumnSplit) {
       emit_column_split(chain);
     } else if (launch.split_parts > 0) {
       emit_split_row(chain);
     } else {
       std::string row = "p" + std::to_string(chain.back()->vars[0]);
-      line("for (" + idx_ + " " + row + " = blockIdx.x; " + row + " < " +
-           std::to_string(launch.iterations) + "; " + row + " += gridDim.x) {");
+      line("for (" + idx_ + " " + row + " = blockIdx.x; " + row + " < " + iterations() + "; " +
+           row + " += gridDim.x) {");
       ++indent_;
       emit_chain_prologue(row, chain);
       plan_persistent_row(chain.back()->body);
@@ -722,7 +751,7 @@ class Emitter {
     const int64_t rows = column_rows_.rows;
     const int64_t chunk = (rows + launch.split_parts - 1) / launch.split_parts;
     const std::string parts = std::to_string(launch.split_parts);
-    const std::string columns = std::to_string(launch.iterations);
+    const std::string columns = iterations();
     const std::string f = "f" + std::to_string(chain.back()->vars[0]);
     const LoopBlock& body = chain.back()->body;
     auto row_loop = [&](const std::string& r) {
@@ -733,8 +762,9 @@ class Emitter {
            "; ++" + r + ") {");
     };
     auto partial = [&](int64_t k, const std::string& part) {
-      return std::to_string(k * launch.split_parts * launch.iterations) + " + " + part + " * " +
-             columns + " + " + f;
+      std::string earlier =
+          k == 0 ? "" : std::to_string(k * launch.split_parts) + " * " + columns + " + ";
+      return earlier + part + " * " + columns + " + " + f;
     };
     line("if (" + f + " < " + columns + ") {");
     ++indent_;
@@ -931,7 +961,7 @@ class Emitter {
     std::string f = "f" + std::to_string(innermost);
     line("for (" + idx_ + " " + f + " = (static_cast<" + idx_ +
          ">(blockIdx.x) * blockDim.x + threadIdx.x) * " + std::to_string(kLanes) + "; " + f +
-         " < " + std::to_string(launch_->iterations) + "; " + f + " += static_cast<" + idx_ +
+         " < " + iterations() + "; " + f + " += static_cast<" + idx_ +
          ">(gridDim.x) * blockDim.x * " + std::to_string(kLanes) + ") {");
     ++indent_;
     lane_access_.clear();
@@ -1344,6 +1374,10 @@ class Emitter {
 
   static std::string name(ValueId v) { return "v" + std::to_string(v); }
 
+  // The launch's iterations (CudaLaunch::iterations), a parameter of the kernel: sizes
+  // that differ only in the parallel loop's extent share one source, so one compile.
+  std::string iterations() const { return "static_cast<" + idx_ + ">(dv_n)"; }
+
   DType type_of(ValueId v) const { return value_type_.at(static_cast<size_t>(v)); }
 
   std::string index_expr(const AffineIndex& index) const {
@@ -1370,8 +1404,10 @@ class Emitter {
   // temporary (element i of column f at i * columns + f), so a warp's accesses are
   // adjacent.
   std::string element(const LoopBuffer& b, const AffineIndex& index) const {
+    if (b.role == BufferRole::Temp)
+      temp_used_.at(static_cast<size_t>(&b - k_.buffers.data())) = true;
     if (b.role == BufferRole::Temp && launch_->scheme == CudaScheme::ColumnSplit) {
-      return b.name + "[(" + index_expr(index) + ") * " + std::to_string(launch_->iterations) + "]";
+      return b.name + "[(" + index_expr(index) + ") * " + iterations() + "]";
     }
     return b.name + "[" + index_expr(index) + "]";
   }
@@ -1563,13 +1599,17 @@ class Emitter {
   }
 
   // The loop nest `chain` flattened into one index running from `start` by `step`.
+  // `bound`: the flat extent as an expression; by default the loops' own extents.
   void emit_flat(const std::vector<const LoopStmt*>& chain, const std::string& start,
-                 const std::string& step) {
-    int64_t n = 1;
-    for (const LoopStmt* level : chain) n *= level->extents[0];
+                 const std::string& step, std::string bound = {}) {
+    if (bound.empty()) {
+      int64_t n = 1;
+      for (const LoopStmt* level : chain) n *= level->extents[0];
+      bound = std::to_string(n);
+    }
     std::string flat = "f" + std::to_string(chain.back()->vars[0]);
-    line("for (" + idx_ + " " + flat + " = " + start + "; " + flat + " < " + std::to_string(n) +
-         "; " + flat + " += " + step + ") {");
+    line("for (" + idx_ + " " + flat + " = " + start + "; " + flat + " < " + bound + "; " + flat +
+         " += " + step + ") {");
     ++indent_;
     emit_chain_prologue(flat, chain);
     emit_block(chain.back()->body, Mode::Thread);
@@ -1704,6 +1744,7 @@ class Emitter {
   bool cached(const LoopStmt& s) const {
     return in_persistent_loop_ != nullptr && cached_access_.count(&s) != 0;
   }
+  mutable std::vector<bool> temp_used_;  // per buffer: a temporary the kernel text addresses
   int64_t persistent_k_ = 0;  // elements per thread of the persistent row, 0: not persistent
   int row_lanes_ = 0;         // lanes of a persistent row's element groups (vector variant)
   int lane_arrays_ = 0;       // vector arrays named so far in this function

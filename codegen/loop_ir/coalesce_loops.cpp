@@ -3,6 +3,8 @@
 #include "dynvm/codegen/coalesce_loops.h"
 
 #include <algorithm>
+#include <iterator>
+#include <set>
 #include <utility>
 
 namespace dynvm::codegen {
@@ -41,21 +43,57 @@ void drop_variable(LoopBlock& block, ValueId outer) {
   }
 }
 
-void coalesce_block(LoopBlock& block) {
-  for (auto& stmt : block) {
-    if (stmt->kind == LoopStmtKind::For) {
-      while (stmt->body.size() == 1 && stmt->body[0]->kind == LoopStmtKind::For) {
-        LoopStmt& inner = *stmt->body[0];
-        ValueId a = stmt->vars[0];
-        ValueId b = inner.vars[0];
-        if (!can_merge(inner.body, a, b, inner.extents[0])) break;
-        drop_variable(inner.body, a);
-        int64_t extent = stmt->extents[0] * inner.extents[0];
-        LoopBlock body = std::move(inner.body);
-        stmt->vars = {b};
-        stmt->extents = {extent};
-        stmt->body = std::move(body);
+// True when the statements of `body` before its last (a loop) are instructions that do not
+// depend on `var`, the loop variable of the loop `body` belongs to: the invariant values a
+// lowering computes once per iteration of an outer loop (constants), which may move out.
+bool only_invariants_before_inner_loop(const LoopBlock& body, ValueId var) {
+  if (body.empty() || body.back()->kind != LoopStmtKind::For) return false;
+  std::set<ValueId> dependent{var};
+  for (size_t i = 0; i + 1 < body.size(); ++i) {
+    const LoopStmt& stmt = *body[i];
+    if (stmt.kind != LoopStmtKind::Instr) return false;
+    if (stmt.op == LoopOp::Load) {
+      for (const AffineIndex::Term& t : stmt.index.terms) {
+        if (dependent.count(t.value)) return false;
       }
+    }
+    for (ValueId v : stmt.operands) {
+      if (dependent.count(v)) return false;
+    }
+  }
+  return true;
+}
+
+// Merges `outer` with the loop its body ends with while their indices allow it. The
+// instructions before the inner loop, invariant in both (only_invariants_before_inner_loop),
+// move into `hoisted`, to run before `outer`.
+void merge_nested(LoopStmt& outer, LoopBlock& hoisted) {
+  while (only_invariants_before_inner_loop(outer.body, outer.vars[0])) {
+    LoopStmt& inner = *outer.body.back();
+    ValueId a = outer.vars[0];
+    ValueId b = inner.vars[0];
+    if (!can_merge(inner.body, a, b, inner.extents[0])) break;
+    drop_variable(inner.body, a);
+    int64_t extent = outer.extents[0] * inner.extents[0];
+    LoopBlock body = std::move(inner.body);
+    for (size_t i = 0; i + 1 < outer.body.size(); ++i) hoisted.push_back(std::move(outer.body[i]));
+    outer.vars = {b};
+    outer.extents = {extent};
+    outer.body = std::move(body);
+  }
+}
+
+void coalesce_block(LoopBlock& block) {
+  for (size_t i = 0; i < block.size(); ++i) {
+    LoopStmt* stmt = block[i].get();
+    if (stmt->kind == LoopStmtKind::For) {
+      LoopBlock hoisted;
+      merge_nested(*stmt, hoisted);
+      size_t count = hoisted.size();
+      block.insert(block.begin() + static_cast<std::ptrdiff_t>(i),
+                   std::make_move_iterator(hoisted.begin()),
+                   std::make_move_iterator(hoisted.end()));
+      i += count;
     } else if (stmt->kind == LoopStmtKind::Reduce) {
       for (size_t k = stmt->vars.size(); k-- > 1;) {
         ValueId a = stmt->vars[k - 1];

@@ -185,6 +185,38 @@ def test_each_shape_gets_its_own_recording():
     assert 2 <= len(notes) <= 4, notes
 
 
+def test_dynamic_shapes_record_a_graph_for_each_size():
+    # A graph with symbols is traced once; each size it meets gets its own CUDA graph after
+    # its own warm-up call (at most Variant::kMaxCudaGraphs live; the least recently used
+    # one goes and is recorded again when its size comes back).
+    def fn(x, w):
+        return F.layer_norm(x @ w, (64,)) * torch.sigmoid(x[..., :64])
+
+    dynvm.reset()
+    fast = dynvm.compile(fn, mode="reduce-overhead", dynamic=True)
+    w = torch.randn(128, 64, device="cuda")
+    sizes = [5, 9, 5, 9, 5, 13, 13, 9]
+    inputs = [torch.randn(n, 7, 128, device="cuda") for n in sizes]
+    with torch.no_grad():
+        results = [fast(x, w) for x in inputs]
+        for got, x in zip(results, inputs):  # held results keep their values
+            torch.testing.assert_close(got, fn(x, w), atol=1e-4, rtol=1e-4)
+        assert dynvm.counters["frames_traced"] == 1
+        events = cuda_graph_events()
+        assert [e["note"] for e in events] == ["replays as a CUDA graph"] * 3, events
+        assert len({e["graph"] for e in events}) == 3, events
+        assert all(" at sizes (" in e["graph"] for e in events), events
+        # More sizes than graphs kept (20), then the two least recently used again: their
+        # graphs went, so each is warmed up and recorded again.
+        for n in list(range(20, 40)) + [20, 21]:
+            x = torch.randn(n, 7, 128, device="cuda")
+            for _ in range(2):
+                torch.testing.assert_close(fast(x, w), fn(x, w), atol=1e-4, rtol=1e-4)
+    notes = [e["note"] for e in cuda_graph_events()]
+    assert set(notes) == {"replays as a CUDA graph"} and len(notes) == 3 + 20 + 2, notes
+    assert dynvm.counters["frames_traced"] == 1
+
+
 def test_moved_parameters_are_recorded_again():
     model = mlp(width=64, depth=2)
     fast = compiled(model)

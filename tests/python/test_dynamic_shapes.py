@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import dynvm
+from conftest import needs_codegen
 
 BACKENDS = ["eager", "dynvm"]
 
@@ -222,7 +223,7 @@ class Block(torch.nn.Module):
         q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / (c // self.heads) ** 0.5)
-        mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
+        mask = torch.tril(torch.ones(t, t, dtype=torch.bool, device=x.device))
         att = att.masked_fill(~mask, float("-inf")).softmax(-1)
         y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
         x = x + self.proj(y)
@@ -270,6 +271,39 @@ def test_bert_encoder_sequence_lengths_then_batch_sizes(backend):
         check_sizes(compiled, model, [inputs(2, t) for t in lengths], atol=1e-4)
         check_sizes(compiled, model, [inputs(b, 6) for b in (3, 1, 8)], atol=1e-4)
     assert traces() <= 2
+
+
+def _kernels_built():
+    # Native kernels this process compiled or loaded from the disk cache; a kernel reused
+    # from memory counts in neither.
+    report = dynvm._native.core().run_report()
+    return report["kernels_compiled"] + report["kernels_from_disk"]
+
+
+@needs_codegen
+@pytest.mark.parametrize("model_class", [Block, Encoder])
+def test_new_lengths_and_batches_reuse_the_compiled_kernels(model_class):
+    # A batch-by-sequence nest of rows is one parallel loop (the coalesce pass moves the
+    # constants the lowering put between the two loops out of the way), whose extent the
+    # kernel takes at run time: after the first size, new sequence lengths and batch sizes
+    # compile no kernel. Before, every length compiled the kernels with rows along it.
+    torch.manual_seed(0)
+    model = model_class().eval()
+    compiled = dynvm.compile(model, backend="dynvm", dynamic=True)
+
+    def inputs(b, t):
+        if model_class is Block:
+            return (torch.randn(b, t, 32),)
+        return torch.randn(b, t, 32), torch.zeros(b, t, dtype=torch.bool)
+
+    with torch.no_grad():
+        check_sizes(compiled, model, [inputs(2, 9)], atol=1e-4)
+        built = _kernels_built()
+        assert dynvm.counters["kernels"] > 0
+        check_sizes(compiled, model, [inputs(2, t) for t in (10, 17, 33, 50)] +
+                    [inputs(b, 12) for b in (3, 5)], atol=1e-4)
+    assert _kernels_built() == built
+    assert traces() == 1
 
 
 def test_resnet18_batch_sizes():

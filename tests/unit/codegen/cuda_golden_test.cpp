@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -137,6 +138,48 @@ TEST_CASE("CUDA schedules: the block a tuner asks for, and the candidates", "[co
   }
 }
 
+// The parallel loop's extent (a batch or sequence dimension) is a kernel parameter: a
+// kernel lowered again for another extent has the same source, so one compile serves
+// both, and only the launch differs. An inner extent is still part of the source.
+TEST_CASE("CUDA sources leave the parallel loop's extent to run time", "[codegen][cuda]") {
+  auto with_parallel_extent = [](LoopKernel kernel, int64_t extent) {
+    for (auto& stmt : kernel.body) {
+      if (stmt->kind == LoopStmtKind::For && stmt->parallel) stmt->extents[0] = extent;
+    }
+    return kernel;
+  };
+  for (const char* stem : {"gelu_tanh", "layer_norm", "softmax", "column_sum"}) {
+    INFO(stem);
+    LoopKernel kernel = golden_kernel(stem);
+    const int64_t extent = kernel.parallel_extent();
+    Expected<CudaKernelSource> own = lower_loops_to_cuda(kernel);
+    Expected<CudaKernelSource> more =
+        lower_loops_to_cuda(with_parallel_extent(golden_kernel(stem), extent * 3 / 2));
+    REQUIRE(own);
+    REQUIRE(more);
+    CHECK(more->source == own->source);
+    CHECK(more->launch.iterations == own->launch.iterations * 3 / 2);
+    CHECK(own->source.find("const long long dv_n)") != std::string::npos);
+  }
+  // layer_norm's rows of 768: rows of 700 are another kernel.
+  LoopKernel rows = golden_kernel("layer_norm");
+  Expected<CudaKernelSource> own = lower_loops_to_cuda(rows);
+  std::function<void(LoopBlock&)> shorten = [&](LoopBlock& block) {
+    for (auto& stmt : block) {
+      if (!stmt->parallel) {
+        for (int64_t& e : stmt->extents) e = 700;
+      }
+      shorten(stmt->body);
+    }
+  };
+  shorten(rows.body);
+  Expected<CudaKernelSource> shorter = lower_loops_to_cuda(rows);
+  REQUIRE(own);
+  REQUIRE(shorter);
+  CHECK(shorter->source != own->source);
+  CHECK(shorter->launch.iterations == own->launch.iterations);
+}
+
 #ifdef DYNVM_TEST_EXPECT_NVRTC
 // An output written in place into an input (graph/in_place_outputs.h): both pointers may
 // alias, so neither is __restrict__; the other buffers keep it. A buffer passed by value
@@ -147,7 +190,7 @@ TEST_CASE("CUDA buffers that may alias are not restrict", "[codegen][cuda]") {
   REQUIRE(cuda);
   INFO(cuda->source);
   CHECK(cuda->source.find("(const float* p, const float* __restrict__ g, const float s_value, "
-                          "float* out0)") != std::string::npos);
+                          "float* out0, const long long dv_n)") != std::string::npos);
   CHECK_FALSE(lower_loops_to_cuda(kernel, {}, CudaBufferUse{{0}, {}}));  // p has 4096
   CHECK_FALSE(lower_loops_to_cuda(kernel, {}, CudaBufferUse{{3}, {}}));  // an output
 }

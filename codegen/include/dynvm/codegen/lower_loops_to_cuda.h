@@ -36,7 +36,8 @@ struct CudaLaunch {
   int64_t max_blocks = 1;  // the grid is min(blocks the work asks for, max_blocks)
   // Temporaries: elements per slot of each temp buffer, in buffer order; a slot is one
   // thread (Flat) or one block (RowPerBlock). The caller passes one scratch pointer per
-  // temp buffer, sized grid slots times this.
+  // temp buffer, sized grid slots times this. 0: the kernel keeps that temporary in
+  // registers (a persistent row) and never addresses its pointer.
   std::vector<int64_t> temp_elements;
   // The flat scheme's vectorized variant (function `<name>_v<lanes>`), when there is one:
   // each thread runs `vector_lanes` contiguous iterations with vector loads and stores of
@@ -90,8 +91,11 @@ struct CudaBufferUse {
 
 // The kernel's parameters are its buffers in order (temps last, as declared), each a
 // pointer to the buffer's storage type (f16 and bf16 as 16-bit integers, bool as bool),
-// except those `use` passes by value. An op or shape the lowering cannot express is an
-// Error.
+// except those `use` passes by value; then the split pointers (CudaLaunch::split_parts);
+// last, the launch's iterations as a `long long`. The source never spells the iterations
+// out, so kernels that differ only in the parallel loop's extent (a batch or sequence
+// dimension) have one source, one NVRTC compile and one disk-cache entry. An op or shape
+// the lowering cannot express is an Error.
 Expected<CudaKernelSource> lower_loops_to_cuda(const LoopKernel& kernel,
                                                const CudaSchedule& schedule = {},
                                                const CudaBufferUse& use = {});

@@ -105,10 +105,14 @@ class Variant {
   bool finish(const vm::FrameInputs& inputs, const std::vector<at::Tensor>& outputs,
               Outcome* out) const;
   void compile_guards() const;
-  // Dynamic shapes: the executor for this call's symbol values (read from the graph's input
-  // tensors), built on the first call with them; null with a Python error set on failure.
-  std::shared_ptr<codegen::CompiledGraph> executor_for(
-      const std::vector<at::Tensor>& tensors) const;
+  struct Specialization;
+  // Dynamic shapes: the specialization for this call's symbol values (read from the graph's
+  // input tensors), built on the first call with them; null with a Python error set on
+  // failure.
+  Specialization* specialization_for(const std::vector<at::Tensor>& tensors) const;
+  // mode="reduce-overhead" on a graph with symbols: gives `s` its own CUDA graph, unless its
+  // executor cannot be one; past kMaxCudaGraphs, the least recently used one's goes.
+  void give_cuda_graph(Specialization& s, const std::vector<int64_t>& values) const;
   vm::Trace trace_;
   std::string backend_;
   std::string mode_;
@@ -118,7 +122,15 @@ class Variant {
   struct Specialization {
     std::shared_ptr<codegen::CompiledGraph> executor;
     uint64_t last_used = 0;
+    // mode="reduce-overhead": this size's CUDA graph, recorded after its own warm-up call
+    // (each has its private memory pool); null when it has none (yet), and why_not says
+    // why where it never can.
+    std::shared_ptr<CudaGraphReplay> cuda_graph;
+    std::string cuda_graph_why_not;
   };
+  // CUDA graphs kept for the sizes of one graph with symbols: each holds a memory pool as
+  // large as its run's temporaries.
+  static constexpr size_t kMaxCudaGraphs = 16;
   mutable std::map<std::vector<int64_t>, Specialization> specializations_;
   mutable uint64_t specialization_clock_ = 0;
   // Shared: the autograd node of a call that records autograd keeps it for its backward.
@@ -126,6 +138,11 @@ class Variant {
   // mode="reduce-overhead": runs executor_ (mutable: it records on a later call).
   mutable std::unique_ptr<CudaGraphReplay> cuda_graph_;
   std::string cuda_graph_why_not_;  // why the graph is not a candidate at all
+  // A graph with symbols under mode="reduce-overhead": each specialization gets its own
+  // CUDA graph (give_cuda_graph), made with these.
+  bool cuda_graph_per_size_ = false;
+  std::vector<bool> cuda_graph_in_place_;
+  std::string where_;
   // Compiled guards, made on the policy's check (a cache: set from const methods, GIL held).
   mutable std::unique_ptr<GuardGlue> glue_;
   mutable int checks_before_glue_ = 0;  // interpreter checks left before compiling; -1: never
