@@ -85,8 +85,10 @@ G_SCALE = 1.5
 G_TABLE = {"a": 1, "b": 2}
 G_LOG = []
 G_COUNT = 0
+G_T = None
 '''
-GLOBAL_NAMES = ("G_SCALE", "G_TABLE", "G_LOG", "G_COUNT")
+# G_TMP is absent until a program sets it (and may delete it again).
+GLOBAL_NAMES = ("G_SCALE", "G_TABLE", "G_LOG", "G_COUNT", "G_T", "G_TMP")
 # Shapes of the main tensor inputs; the others broadcast to them.
 BASE_SHAPES = ((3, 4), (2, 3, 4), (4,), (2, 1, 4), (5, 4), (4, 4), (1, 4), (2, 2, 2, 4))
 # make_inputs(seed, variant): variant 0 is the one pieces are checked on; the harness also
@@ -1124,6 +1126,12 @@ def gen_print(b: Builder):
 
 @feature("global_read", 5)
 def gen_global_read(b: Builder):
+    t = b.globals.get("G_T")
+    if is_num_tensor(t) and b.chance(0.4):
+        return assign(b.new_name(), expr(b.rng.choice(["G_T * 2", "G_T.sum()", "G_T + G_SCALE"])),
+                      "global:tensor_read")
+    if "G_TMP" in b.globals and b.chance(0.5):
+        return assign(b.new_name(), expr("G_TMP + 1"), "global:tmp_read")
     return assign(b.new_name(), expr(b.rng.choice([
         "G_SCALE * 2", "G_TABLE['a'] + G_TABLE.get('z', 0)", "len(G_LOG)", "G_COUNT + 1",
         "list(G_TABLE)"])))
@@ -1132,13 +1140,37 @@ def gen_global_read(b: Builder):
 @feature("global_write", 5)
 def gen_global_write(b: Builder):
     r = b.rng.random()
-    if r < 0.5:
+    if r < 0.3:
         b.declared_globals.add("G_COUNT")
         return Piece(stmts("G_COUNT += E", E=b.int_expr(1)))
-    if r < 0.75:
+    if r < 0.45:
         return Piece(stmts("G_LOG.append(E)", E=b.int_expr(1)))
-    return Piece(stmts("G_TABLE[K] = E", K=const(b.rng.choice(["a", "c"])), E=b.int_expr(1)),
-                 ["global:dict"])
+    if r < 0.55:
+        return Piece(stmts("G_TABLE[K] = E", K=const(b.rng.choice(["a", "c"])), E=b.int_expr(1)),
+                     ["global:dict"])
+    if r < 0.7:
+        # A global rebound to a tensor the graph computes (STORE_GLOBAL of a graph output).
+        t, shape = b.any_tensor()
+        if t is None:
+            return None
+        b.declared_globals.add("G_T")
+        return Piece(stmts("G_T = E", E=b.tensor_expr(shape, 2)), ["global:tensor"])
+    if r < 0.8:
+        # A float that changes on every call (opaque after its first change).
+        b.declared_globals.add("G_SCALE")
+        return Piece(stmts("G_SCALE = G_SCALE * F", F=const(b.rng.choice([1.5, 0.5, -1.0]))),
+                     ["global:float"])
+    if r < 0.9:
+        b.declared_globals.add("G_LOG")
+        return Piece(stmts("G_LOG = G_LOG + [E]", E=b.int_expr(1)), ["global:rebind_list"])
+    # A global made, read and perhaps deleted again in one call.
+    b.declared_globals.add("G_TMP")
+    body = stmts("G_TMP = E", E=b.int_expr(1))
+    if b.chance(0.5):
+        body += stmts("V = G_TMP * 2", V=b.new_name())
+    if b.chance(0.6):
+        body += stmts("del G_TMP")
+    return Piece(body, ["global:tmp"])
 
 
 @feature("builtins", 6)

@@ -2,12 +2,16 @@
 // callables to the bridge, and the builtins the VM evaluates itself.
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <string>
 #include <utility>
 
 #include "copies.h"
+#include "dynvm/graph/graph.h"
+#include "dynvm/graph/op_properties.h"
 #include "inline_frame.h"
 #include "known_objects.h"
+#include "torch_bridge.h"
 #include "trace_context.h"
 #include "user_objects.h"
 
@@ -876,6 +880,29 @@ ValuePtr call_module_structure_method(TraceContext& ctx, const std::string& meth
   return generator_of(std::move(items));
 }
 
+// A generator run ahead wrote no tensor that existed before it (an in-place op on an input
+// or on a tensor computed earlier), which its consumer could read between its steps: the
+// graph has its writes before all of the consumer's reads.
+static void check_generator_writes_no_tensor(TraceContext& ctx, size_t nodes_before) {
+  std::set<const graph::Node*> made;
+  size_t i = 0;
+  for (const graph::Node* node : ctx.bridge->graph().nodes()) {
+    if (i++ >= nodes_before) made.insert(node);
+  }
+  for (const graph::Node* node : made) {
+    if (!graph::op_properties(node->op()).mutates) continue;
+    bool earlier = false;
+    node->for_each_input([&](const graph::Value* in) {
+      earlier = earlier || in->is_input() || made.count(in->producer()) == 0;
+    });
+    if (earlier) {
+      unsupported("an in-place " + node->op() + " inside a generator, on a tensor made " +
+                  "before it (eager runs the generator step by step, between the reads of its " +
+                  "consumer)");
+    }
+  }
+}
+
 // Methods of lists and dicts made by (or read into) the trace.
 ValuePtr call_container_method(TraceContext& ctx, const std::string& method, const ValuePtr& self,
                                std::vector<ValuePtr> args) {
@@ -1061,6 +1088,8 @@ ValuePtr inline_function(TraceContext& ctx, const ValuePtr& function, std::vecto
   if (ctx.inline_depth >= ctx.options.max_inline_depth) {
     unsupported("calls nested deeper than " + std::to_string(ctx.options.max_inline_depth));
   }
+  // Values made from here on belong to this call (its *args and **kwargs too).
+  const uint64_t call_start = TracedValue::peek_serial();
   std::shared_ptr<const frontend::CodeInfo> code;
   PyRef code_object;
   GlobalsScope scope;
@@ -1211,9 +1240,16 @@ ValuePtr inline_function(TraceContext& ctx, const ValuePtr& function, std::vecto
     ++ctx.generator_depth;
     struct GeneratorGuard {
       TraceContext& c;
-      ~GeneratorGuard() { --c.generator_depth; }
-    } generator_guard{ctx};
+      uint64_t outer_start;
+      ~GeneratorGuard() {
+        --c.generator_depth;
+        c.generator_start_serial = outer_start;
+      }
+    } generator_guard{ctx, ctx.generator_start_serial};
+    ctx.generator_start_serial = call_start;
+    const size_t nodes_before = ctx.bridge->node_count();
     frame.run();
+    check_generator_writes_no_tensor(ctx, nodes_before);
     return generator_of(std::move(yields));
   }
   return frame.run();

@@ -442,6 +442,8 @@ void InlineFrame::step(const Instruction& ins) {
         unsupported("assignment to the nonlocal variable '" + code_->localsplus[n.index].name +
                     "' of an enclosing function");
       }
+      context_.check_generator_mutation(
+          cell, "assigning the nonlocal '" + code_->localsplus[n.index].name + "'");
       cell->items[0] = pop();
       return;
     }

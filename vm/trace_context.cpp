@@ -409,7 +409,15 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
   return result;
 }
 
+void TraceContext::check_generator_mutation(const ValuePtr& value, const std::string& what) const {
+  if (generator_depth == 0 || (!value->source && value->serial >= generator_start_serial)) return;
+  unsupported(what + " inside a generator, of a " + value->describe() +
+              " made before it (eager runs the generator step by step, between the reads of " +
+              "its consumer)");
+}
+
 bool TraceContext::track_mutation(const ValuePtr& container) {
+  check_generator_mutation(container, "mutating a container");
   if (container->mutable_here) return true;
   if (!container->source ||
       !(container->is(TracedValue::Kind::List) || container->is(TracedValue::Kind::Dict)) ||
@@ -439,6 +447,7 @@ bool TraceContext::track_mutation(const ValuePtr& container) {
 
 bool TraceContext::record_attribute_write(const ValuePtr& object, const std::string& name,
                                           const ValuePtr& value, SideEffect::Kind kind) {
+  check_generator_mutation(object, "setting the attribute '" + name + "'");
   if (object->is(TracedValue::Kind::Tensor) && object->source && name == "grad" &&
       kind == SideEffect::Kind::SetAttr && value->is_constant() && value->py() == Py_None) {
     // `p.grad = None` (zero_grad) on a tensor read from a source: set after the graph runs;

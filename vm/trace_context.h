@@ -84,6 +84,13 @@ class TraceContext {
   // Generators being run ahead (to completion, where eager runs them step by step): a global
   // they read or write could be seen in another order than eager's (record_global_write).
   int generator_depth = 0;
+  // The serial of the first value the innermost of them made (TracedValue::serial).
+  uint64_t generator_start_serial = 0;
+  // Inside a generator run ahead: mutating `value` when it existed before the generator
+  // started (a pre-existing object, or one the trace made earlier) is unsupported, since
+  // eager interleaves the generator's steps with its consumer, which may read it between
+  // them. `what` says what the mutation is.
+  void check_generator_mutation(const ValuePtr& value, const std::string& what) const;
   // The traced frame itself: its code, the instruction it is executing and how many times
   // execution has arrived there (kept by InlineFrame::run).
   const frontend::CodeInfo* root_code = nullptr;

@@ -5,6 +5,13 @@
 
 namespace dynvm::vm {
 
+namespace {
+uint64_t g_serial = 0;  // values are made with the GIL held
+}  // namespace
+
+uint64_t TracedValue::peek_serial() { return g_serial + 1; }
+uint64_t TracedValue::next_serial() { return ++g_serial; }
+
 ValuePtr TracedValue::null() {
   static const ValuePtr kNull = [] {
     auto v = std::make_shared<TracedValue>();

@@ -192,6 +192,7 @@ void generic_set_attribute(TraceContext& ctx, const ValuePtr& object, const std:
   if (!slot && !has_instance_dict(object->class_value->py())) {
     unsupported("AttributeError: '" + object->describe() + "' has no attribute " + name);
   }
+  ctx.check_generator_mutation(object, "setting the attribute '" + name + "'");
   store_instance_attribute(object, name, value);
 }
 
@@ -209,6 +210,7 @@ void generic_delete_attribute(TraceContext& ctx, const ValuePtr& object, const s
     unsupported("deleting " + name + ", a " + std::string(Py_TYPE(descr)->tp_name) +
                 " of the class");
   }
+  ctx.check_generator_mutation(object, "deleting the attribute '" + name + "'");
   if (!remove_instance_attribute(object, name)) unsupported("AttributeError: " + name);
 }
 

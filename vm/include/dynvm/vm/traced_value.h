@@ -92,6 +92,13 @@ class TracedValue {
   // NewObject of a dict or OrderedDict subclass: the contents of its builtin dict part, a Dict
   // whose class is that builtin base (what dict's own methods read and write).
   ValuePtr mapping_items;
+  // Made after every value with a lower serial (a copy keeps its original's): whether a
+  // container or object existed before a generator the trace runs ahead started.
+  uint64_t serial = next_serial();
+
+  // The serial the next value made will get, and a new one.
+  static uint64_t peek_serial();
+  static uint64_t next_serial();
 
   static ValuePtr null();
   static ValuePtr constant(PyRef object, SourcePtr source = nullptr);
