@@ -3,6 +3,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "dynvm/graph/alias_analysis.h"
@@ -67,6 +68,19 @@ bool can_replace(const Node& earlier, const Node& later, const AliasAnalysis& al
 void common_subexpression_elimination(Graph& graph) {
   AliasAnalysis aliases(graph);
   ValueNames names(graph);
+  // Two outputs of the graph are two objects for the caller, which may write one in place
+  // after the graph (`xs.append(c * 2); xs.append(c * 2)` then a break and `t.sub_(1)` on
+  // each): nodes whose outputs both leave the graph are never merged.
+  std::unordered_set<const Value*> escaping(graph.outputs().begin(), graph.outputs().end());
+  auto both_escape = [&](const Node& earlier, const Node& later) {
+    for (size_t i = 0; i < later.num_outputs(); ++i) {
+      if (later.output(i)->meta() != nullptr && escaping.count(earlier.output(i)) &&
+          escaping.count(later.output(i))) {
+        return true;  // tensors: an int or a bool has no identity to keep
+      }
+    }
+    return false;
+  };
   // Looked up by key only, never iterated; candidates are in program order.
   std::unordered_map<std::string, std::vector<Node*>> seen;
   std::vector<Node*> order;
@@ -77,7 +91,7 @@ void common_subexpression_elimination(Graph& graph) {
     Node* replacement = nullptr;
     // The latest candidate first: the fewest writes can lie between it and `node`.
     for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
-      if (can_replace(**it, *node, aliases)) {
+      if (!both_escape(**it, *node) && can_replace(**it, *node, aliases)) {
         replacement = *it;
         break;
       }

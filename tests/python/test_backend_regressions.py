@@ -155,3 +155,25 @@ def test_group_norm_of_a_channels_last_input_keeps_its_layout(backend):
     weight, bias = torch.randn(6), torch.randn(6)
     same_as_eager(lambda x, w, b: torch.native_group_norm(x, w, b, 2, 6, 15, 2, 1e-5)[0],
                   x, weight, bias, backend=backend)
+
+
+def _two_equal_results_then_written(c, xs):
+    xs.append(c * 2)
+    xs.append(c * 2)
+    n = c.sum().item()  # a graph break: the two results leave the graph
+    for t in xs:
+        t.sub_(1)
+    return n
+
+
+def test_equal_results_that_leave_the_graph_stay_two_tensors():
+    # Common-subexpression elimination merged the two `c * 2` nodes, so the list held one
+    # tensor twice and the in-place subtraction after the break ran twice on it ([0, 0]
+    # where eager has [1, 1] for each); found by the program fuzzer (seed 77, program 1722).
+    compiled = dynvm.compile(_two_equal_results_then_written)
+    c = torch.ones(2)
+    got, expected = [], []
+    assert compiled(c, got) == _two_equal_results_then_written(c, expected)
+    assert got[0] is not got[1]
+    for g, e in zip(got, expected):
+        assert torch.equal(g, e)
