@@ -1099,6 +1099,46 @@ def gen_generator(b: Builder):
     return Piece(body + stmts(use, V=b.new_name(), GEN=gen, N=b.small_int_expr()))
 
 
+@feature("generator_interleaved", 6)
+def gen_generator_interleaved(b: Builder):
+    """A generator and the loop consuming it both read and write one state between steps
+    (eager runs the generator's body between the loop's iterations), consumed directly or
+    through enumerate, zip, map, filter, any or next, sometimes left by a break."""
+    gen, k, j, q = b.new_name("gen"), b.new_name("k"), b.new_name("j"), b.new_name("q")
+    state, acc, v = b.new_name("state"), b.new_name("acc"), b.new_name("v")
+    t, _ = b.any_tensor()
+    item = b.rng.choice(["STATE[0] + J", "J * 2 - STATE[0]"] +
+                        (["T * STATE[0] + J"] if t is not None else []))
+    step = b.rng.choice(["", "STATE[0] += 1", "STATE.append(J)"])
+    tensor_items = "T *" in item
+    consume = b.rng.choice(
+        ["GEN(N)", "enumerate(GEN(N))", "zip(range(M), GEN(N))", "map(lambda Q: Q, GEN(N))"] +
+        ([] if tensor_items else ["map(lambda Q: Q + STATE[0], GEN(N))",
+                                  "filter(lambda Q: Q % 2 == STATE[0] % 2, GEN(N))"]))
+    mutate = b.rng.choice(["STATE[0] = STATE[0] * 2 + 1", "STATE[0] -= 3", "STATE.append(-1)",
+                           "STATE[0] += len(STATE)"])
+    leave = b.rng.random() < 0.3
+    source = "\n".join([
+        "STATE = [E]",
+        "def GEN(K):",
+        "    for J in range(K):",
+        f"        {step or 'pass'}",
+        f"        yield {item}",
+        "ACC = []",
+        f"for V in {consume}:",
+        f"    {mutate}",
+        "    ACC.append(V)",
+    ] + (["    if len(ACC) == 2:", "        break"] if leave else []))
+    body = stmts(source, STATE=state, GEN=gen, K=k, J=j, T=t or "None", E=b.int_expr(0),
+                 N=b.small_int_expr(), M=b.small_int_expr(), Q=q, ACC=acc, V=v)
+    tail = b.rng.choice(["", "V2 = next(GEN(N), -7)", "V2 = any(Q > 2 for Q in GEN(N))",
+                         "V2 = list(GEN(N))"])
+    if tail:
+        body += stmts(tail.replace("Q > 2", "Q > 2" if not tensor_items else "True"),
+                      V2=b.new_name(), GEN=gen, N=b.small_int_expr(), Q=q)
+    return Piece(body, ["generator:interleaved"])
+
+
 @feature("fstring", 6)
 def gen_fstring(b: Builder):
     return assign(b.new_name("s"), b.fstring())

@@ -11,6 +11,7 @@
 #include "dynvm/graph/op_properties.h"
 #include "inline_frame.h"
 #include "known_objects.h"
+#include "lazy_items.h"
 #include "torch_bridge.h"
 #include "trace_context.h"
 #include "user_objects.h"
@@ -409,9 +410,26 @@ ValuePtr call_module(TraceContext& ctx, const ValuePtr& module_value, std::vecto
   return inline_function(ctx, forward_value, std::move(args), std::move(kwargs));
 }
 
+// A function written in C consumes an iterator it is given whole (str.join, set, max): a lazy
+// one (a generator) among the arguments is run to its end now, and the call gets an
+// iterator over what it made.
+// `whole`: the function is known to take every item before doing anything else (list,
+// sum), so no step runs that eager would not (drain_iterator).
+void consume_lazy_arguments(TraceContext& ctx, std::vector<ValuePtr>* args, KwArgs* kwargs,
+                            bool whole) {
+  auto consume = [&](ValuePtr& v) {
+    if (v->is(TracedValue::Kind::Iterator) && v->lazy && v->lazy->pending()) {
+      v = TracedValue::iterator(drain_iterator(ctx, v, whole));
+    }
+  };
+  for (ValuePtr& v : *args) consume(v);
+  for (auto& kv : *kwargs) consume(kv.second);
+}
+
+// The items of a builtin's one iterable argument, which it takes whole (list, tuple).
 std::vector<ValuePtr> iterate_all(TraceContext& ctx, const std::vector<ValuePtr>& args) {
   if (args.size() != 1) unsupported("builtin expects one iterable");
-  return iterate(ctx, args[0]);
+  return unpack_items(ctx, args[0]);
 }
 
 // A view of the same kind over an empty dict: its type is the view's (dict_keys, ...).
@@ -424,6 +442,13 @@ PyRef dict_view_type_probe(const TracedValue& view) {
 
 ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* callable,
                       std::vector<ValuePtr> args, KwArgs kwargs) {
+  static const std::set<std::string> kTakesItemsAsItGoes = {"next", "iter",   "enumerate", "zip",
+                                                            "map",  "filter", "any",       "all"};
+  static const std::set<std::string> kTakesItemsWhole = {
+      "list", "tuple", "set", "frozenset", "dict", "sorted", "sum", "min", "max"};
+  if (kTakesItemsAsItGoes.count(name) == 0) {
+    consume_lazy_arguments(ctx, &args, &kwargs, kTakesItemsWhole.count(name) > 0);
+  }
   if (name == "len" && args.size() == 1) {
     const ValuePtr& v = args[0];
     if (v->is(TracedValue::Kind::NewObject)) {
@@ -443,6 +468,8 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       if (n < 0) unsupported_from_python_error("len()");
       return int_value(n);
     }
+    // An iterator has no len() (eager raises TypeError).
+    if (v->is(TracedValue::Kind::Iterator)) unsupported("len() of an iterator");
     return int_value(static_cast<long long>(unpack_items(ctx, v).size()));
   }
   if ((name == "isinstance" || name == "issubclass") && args.size() == 2) {
@@ -602,7 +629,7 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     }
     if (key_fn) {
       // sorted(items, key=f): f runs in the trace; the keys it gives must be constants.
-      std::vector<ValuePtr> items = iterate(ctx, args[0]);
+      std::vector<ValuePtr> items = unpack_items(ctx, args[0]);
       PyRef pairs = PyRef::steal(PyList_New(0));
       for (size_t i = 0; i < items.size(); ++i) {
         PyRef key = concrete_object(call_value(ctx, key_fn, {items[i]}, {}));
@@ -629,7 +656,7 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     }
   }
   if (name == "sorted") {
-    std::vector<ValuePtr> items = iterate(ctx, args.at(0));
+    std::vector<ValuePtr> items = unpack_items(ctx, args.at(0));
     PyRef list = PyRef::steal(PyList_New(0));
     for (const auto& i : items) {
       PyRef o = concrete_object(i);
@@ -642,13 +669,9 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     return call_concrete(callable, rest, kwargs);
   }
   if (name == "filter" && args.size() == 2) {
-    std::vector<ValuePtr> out;
-    for (const auto& i : iterate(ctx, args[1])) {
-      bool keep =
-          args[0]->py() == Py_None ? truthiness(i) : truthiness(call_value(ctx, args[0], {i}, {}));
-      if (keep) out.push_back(i);
-    }
-    return TracedValue::iterator(std::move(out));
+    // Lazy, as filter is: the predicate runs as each item is asked for.
+    return lazy_filter(ctx, args[0]->py() == Py_None ? nullptr : args[0],
+                       iterator_of(ctx, args[1]));
   }
   if ((name == "pow" || name == "round" || name == "divmod") &&
       std::any_of(args.begin(), args.end(), [](const ValuePtr& a) { return a->is_tensor(); })) {
@@ -688,9 +711,22 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       name == "all") {
     std::vector<ValuePtr> items = args;
     // sum/any/all take one iterable; min/max take an iterable or several values.
+    if ((name == "any" || name == "all") && args.size() == 1 && kwargs.empty() &&
+        args[0]->is(TracedValue::Kind::Iterator)) {
+      // Stops at the first item that decides, as eager does: a generator runs no further.
+      while (ValuePtr item = next_item(ctx, args[0])) {
+        bool t = truthiness(item);
+        if (t == (name == "any")) return bool_value(t);
+      }
+      return bool_value(name == "all");
+    }
     bool takes_iterable = name == "sum" || name == "any" || name == "all" ||
                           ((name == "min" || name == "max") && args.size() == 1);
-    if (takes_iterable && !args.empty()) items = iterate(ctx, args[0]);
+    if (takes_iterable && !args.empty()) {
+      items = unpack_items(ctx, args[0]);
+      // An iterator is consumed now: the builtin gets what it held.
+      if (args[0]->is(TracedValue::Kind::Iterator)) args[0] = TracedValue::iterator(items);
+    }
     bool any_tensor = false;
     for (const auto& i : items) any_tensor = any_tensor || i->is_tensor();
     if (!any_tensor && all_concrete(args, kwargs)) return call_concrete(callable, args, kwargs);
@@ -712,13 +748,16 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     unsupported(name + "() over tensors");
   }
   if (name == "enumerate") {
-    std::vector<ValuePtr> items = iterate(ctx, args.at(0));
     long long start = 0;
     if (args.size() > 1 || !kwargs.empty()) {
       PyRef s = concrete_object(args.size() > 1 ? args[1] : kwargs[0].second);
       if (!s || !PyLong_Check(s.get())) unsupported("enumerate() with a non-constant start");
       start = PyLong_AsLongLong(s.get());
     }
+    // Over an iterator, items are taken from it as they are asked for (it may be a
+    // generator, or be read again after a `break`).
+    if (args.at(0)->is(TracedValue::Kind::Iterator)) return lazy_enumerate(ctx, args[0], start);
+    std::vector<ValuePtr> items = iterate(ctx, args.at(0));
     std::vector<ValuePtr> pairs;
     for (size_t i = 0; i < items.size(); ++i) {
       pairs.push_back(TracedValue::tuple({int_value(start + static_cast<long long>(i)), items[i]}));
@@ -726,6 +765,13 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     return TracedValue::iterator(std::move(pairs));
   }
   if (name == "zip") {
+    bool over_iterator = false;
+    for (const auto& a : args) over_iterator = over_iterator || a->is(TracedValue::Kind::Iterator);
+    if (over_iterator && kwargs.empty()) {
+      std::vector<ValuePtr> sources;
+      for (const auto& a : args) sources.push_back(iterator_of(ctx, a));
+      return lazy_zip(ctx, std::move(sources));
+    }
     std::vector<std::vector<ValuePtr>> lists;
     size_t n = SIZE_MAX;
     for (const auto& a : args) {
@@ -742,18 +788,22 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     return TracedValue::iterator(std::move(tuples));
   }
   if (name == "reversed") {
+    // An iterator is not reversible (eager raises TypeError).
+    if (!args.empty() && args[0]->is(TracedValue::Kind::Iterator))
+      unsupported("reversed() of an iterator");
     std::vector<ValuePtr> items = iterate_all(ctx, args);
     return TracedValue::iterator(std::vector<ValuePtr>(items.rbegin(), items.rend()));
   }
-  if (name == "iter" && args.size() == 1) return TracedValue::iterator(iterate(ctx, args[0]));
+  if (name == "iter" && args.size() == 1) return iterator_of(ctx, args[0]);
   if (name == "next" && !args.empty()) {
     ValuePtr it = args[0];
     if (!it->is(TracedValue::Kind::Iterator)) unsupported("next() of a " + it->describe());
-    if (it->position >= it->items.size()) {
+    ValuePtr item = next_item(ctx, it);
+    if (!item) {
       if (args.size() > 1) return args[1];
       unsupported("StopIteration raised by next()");
     }
-    return it->items[it->position++];
+    return item;
   }
   if (name == "list" || name == "tuple") {
     std::vector<ValuePtr> items = args.empty() ? std::vector<ValuePtr>{} : iterate_all(ctx, args);
@@ -769,7 +819,7 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
       } else if (new_object_mapping_items(ctx, args[0], &keys, &values)) {
         // A mapping made by the trace (a dict subclass): its items.
       } else {
-        for (const auto& pair : iterate(ctx, args[0])) {
+        for (const auto& pair : unpack_items(ctx, args[0])) {
           std::vector<ValuePtr> kv = unpack_items(ctx, pair);
           if (kv.size() != 2 || !kv[0]->is_constant()) unsupported("dict() of non-pairs");
           keys.push_back(kv[0]);
@@ -784,10 +834,10 @@ ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* call
     return TracedValue::dict(std::move(keys), std::move(values), true);
   }
   if (name == "map" && args.size() >= 2) {
-    std::vector<ValuePtr> items = iterate(ctx, args[1]);
-    std::vector<ValuePtr> out;
-    for (const auto& i : items) out.push_back(call_value(ctx, args[0], {i}, {}));
-    return TracedValue::iterator(std::move(out));
+    // Lazy, as map is: the function runs as each item is asked for, over every iterable.
+    std::vector<ValuePtr> sources;
+    for (size_t i = 1; i < args.size(); ++i) sources.push_back(iterator_of(ctx, args[i]));
+    return lazy_map(ctx, args[0], std::move(sources));
   }
   if (name == "id" && args.size() == 1 && kwargs.empty()) {
     // The identity of an object that existed before the call is a constant while an
@@ -878,29 +928,6 @@ ValuePtr call_module_structure_method(TraceContext& ctx, const std::string& meth
     }
   }
   return generator_of(std::move(items));
-}
-
-// A generator run ahead wrote no tensor that existed before it (an in-place op on an input
-// or on a tensor computed earlier), which its consumer could read between its steps: the
-// graph has its writes before all of the consumer's reads.
-static void check_generator_writes_no_tensor(TraceContext& ctx, size_t nodes_before) {
-  std::set<const graph::Node*> made;
-  size_t i = 0;
-  for (const graph::Node* node : ctx.bridge->graph().nodes()) {
-    if (i++ >= nodes_before) made.insert(node);
-  }
-  for (const graph::Node* node : made) {
-    if (!graph::op_properties(node->op()).mutates) continue;
-    bool earlier = false;
-    node->for_each_input([&](const graph::Value* in) {
-      earlier = earlier || in->is_input() || made.count(in->producer()) == 0;
-    });
-    if (earlier) {
-      unsupported("an in-place " + node->op() + " inside a generator, on a tensor made " +
-                  "before it (eager runs the generator step by step, between the reads of its " +
-                  "consumer)");
-    }
-  }
 }
 
 // Methods of lists and dicts made by (or read into) the trace.
@@ -1163,7 +1190,8 @@ ValuePtr inline_function(TraceContext& ctx, const ValuePtr& function, std::vecto
     unsupported("calling the coroutine function " + qualname);
   }
 
-  InlineFrame frame(ctx, code, code_object, scope);
+  auto owned_frame = std::make_unique<InlineFrame>(ctx, code, code_object, scope);
+  InlineFrame& frame = *owned_frame;
   // Bind arguments as CPython does.
   const int npos = code->argcount;
   const int nkwonly = code->kwonlyargcount;
@@ -1231,26 +1259,8 @@ ValuePtr inline_function(TraceContext& ctx, const ValuePtr& function, std::vecto
     ~DepthGuard() { --c.inline_depth; }
   } depth_guard{ctx};
   if (code->is_generator()) {
-    // A generator is run to completion at once: what it yields becomes an iterator. The
-    // traced code has no side effects the order of evaluation could reveal, except
-    // errors, which end the trace (and globals, which TraceContext::generator_depth keeps
-    // in order).
-    std::vector<ValuePtr> yields;
-    frame.collect_yields(&yields);
-    ++ctx.generator_depth;
-    struct GeneratorGuard {
-      TraceContext& c;
-      uint64_t outer_start;
-      ~GeneratorGuard() {
-        --c.generator_depth;
-        c.generator_start_serial = outer_start;
-      }
-    } generator_guard{ctx, ctx.generator_start_serial};
-    ctx.generator_start_serial = call_start;
-    const size_t nodes_before = ctx.bridge->node_count();
-    frame.run();
-    check_generator_writes_no_tensor(ctx, nodes_before);
-    return generator_of(std::move(yields));
+    // Its body runs when its items are asked for, one yield at a time (lazy_items.h).
+    return generator_iterator(ctx, std::move(owned_frame), call_start);
   }
   return frame.run();
 }
@@ -1388,14 +1398,16 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
       p->kwdefaults = TracedValue::dict(std::move(keys), std::move(values), true);
       return p;
     }
-    if (qualified == "itertools.product" || qualified == "itertools.chain") {
+    if (qualified == "itertools.chain" && kwargs.empty()) {
+      // Lazy, as chain is: each iterable is read when the one before it ends.
+      std::vector<ValuePtr> sources;
+      for (const auto& a : args) sources.push_back(iterator_of(ctx, a));
+      return lazy_chain(ctx, std::move(sources));
+    }
+    if (qualified == "itertools.product") {
       std::vector<std::vector<ValuePtr>> lists;
       for (const auto& a : args) lists.push_back(iterate(ctx, a));
       std::vector<ValuePtr> out;
-      if (qualified == "itertools.chain") {
-        for (auto& l : lists) out.insert(out.end(), l.begin(), l.end());
-        return TracedValue::iterator(std::move(out));
-      }
       if (!kwargs.empty()) unsupported("itertools.product(repeat=...)");
       std::vector<std::vector<ValuePtr>> acc = {{}};
       for (auto& l : lists) {
@@ -1417,7 +1429,7 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
       return new_object(ctx, callable, std::move(args), std::move(kwargs));
     }
     if (fn == k.size_type.get() && args.size() == 1) {
-      ValuePtr t = TracedValue::tuple(iterate(ctx, args[0]));
+      ValuePtr t = TracedValue::tuple(unpack_items(ctx, args[0]));
       t->is_size = true;
       return t;
     }
@@ -1449,20 +1461,14 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
       return call_builtin(ctx, name_of(fn), fn, std::move(args), std::move(kwargs));
     }
     if (module == "_functools" && name_of(fn) == "reduce" && args.size() >= 2) {
-      std::vector<ValuePtr> items = iterate(ctx, args[1]);
-      size_t start = 0;
-      ValuePtr acc;
-      if (args.size() > 2) {
-        acc = args[2];
-      } else {
-        if (items.empty()) unsupported("reduce() of an empty sequence");
-        acc = items[0];
-        start = 1;
-      }
-      for (size_t i = start; i < items.size(); ++i)
-        acc = call_value(ctx, args[0], {acc, items[i]}, {});
+      // Each item is taken as the function is about to get it, as reduce does.
+      ValuePtr items = iterator_of(ctx, args[1]);
+      ValuePtr acc = args.size() > 2 ? args[2] : next_item(ctx, items);
+      if (!acc) unsupported("reduce() of an empty sequence");
+      while (ValuePtr item = next_item(ctx, items)) acc = call_value(ctx, args[0], {acc, item}, {});
       return acc;
     }
+    consume_lazy_arguments(ctx, &args, &kwargs, false);
     if (is_pure_module(module) ||
         (self != nullptr && PyModule_Check(self) && is_pure_module(PyModule_GetName(self)))) {
       if (all_concrete(args, kwargs)) return call_concrete(fn, args, kwargs);

@@ -123,8 +123,8 @@ void TraceContext::note_global_read(PyObject* globals, const std::string& name) 
 
 void TraceContext::record_global_write(PyObject* globals, const SourcePtr& dict_source,
                                        const std::string& name, const ValuePtr& value) {
-  // A generator is run to completion when it is made; eager interleaves its steps with the
-  // code that consumes it, which may read or write the global in between.
+  // A generator drained at once (TraceContext::generator_depth) may run steps eager runs
+  // later or never, around code that reads or writes the global.
   if (generator_depth > 0) {
     unsupported("setting or deleting the global '" + name + "' inside a generator");
   }

@@ -6,6 +6,7 @@
 
 #include "dynvm/vm/opcode_coverage.h"
 
+#include "lazy_items.h"
 #include "python_values.h"
 #include "trace_context.h"
 #include "user_objects.h"
@@ -264,7 +265,8 @@ void InlineFrame::annotate(Unsupported& u) const {
   if (u.opcode < 0 && pc_ >= 0 && pc_ < static_cast<int>(code_->instructions.size())) {
     u.opcode = static_cast<int>(code_->instructions[static_cast<size_t>(pc_)].opcode);
   }
-  if (is_root_ && u.root_instruction < 0) {
+  // Not past the end: execution that runs off the code has no instruction to resume at.
+  if (is_root_ && u.root_instruction < 0 && pc_ >= 0 && pc_ < static_cast<int>(arrivals_.size())) {
     u.root_instruction = pc_;
     u.root_arrival = arrivals_[static_cast<size_t>(pc_)];
   }
@@ -303,6 +305,7 @@ ValuePtr InlineFrame::run() {
       throw;
     }
     if (!jumped_) ++pc_;
+    if (yielded_) return nullptr;
   }
   return return_value_;
 }
@@ -632,25 +635,20 @@ void InlineFrame::step(const Instruction& ins) {
     case Op::JumpIfTrueOrPop:
       jump_if(false, true, ins);
       return;
-    case Op::GetIter: {
-      ValuePtr v = pop();
-      if (v->is(TracedValue::Kind::Iterator)) {
-        push(v);
-        return;
-      }
-      push(TracedValue::iterator(iterate(context_, v)));
+    case Op::GetIter:
+      push(iterator_of(context_, pop()));
       return;
-    }
     case Op::ForIter: {
       ValuePtr it = top();
       if (!it->is(TracedValue::Kind::Iterator)) unsupported("iterating a live " + it->describe());
-      if (it->position >= it->items.size()) {
+      ValuePtr item = next_item(context_, it);
+      if (!item) {
         pop();
         pc_ = n.target;
         jumped_ = true;
         return;
       }
-      push(it->items[it->position++]);
+      push(std::move(item));
       return;
     }
     case Op::BeforeWith: {
@@ -887,12 +885,12 @@ void InlineFrame::step(const Instruction& ins) {
       return;
     }
     case Op::ReturnGenerator:
-      if (yields_ == nullptr) unsupported("internal: a generator frame without a consumer");
+      if (!generator_) unsupported("internal: a generator frame without a consumer");
       push(TracedValue::constant(PyRef::borrow(Py_None)));  // popped by the next POP_TOP
       return;
     case Op::YieldValue:
-      if (yields_ == nullptr) unsupported("yield outside a generator the VM runs");
-      yields_->push_back(pop());
+      if (!generator_) unsupported("yield outside a generator the VM runs");
+      yielded_ = pop();  // run() returns; the next run() goes on after it
       push(TracedValue::constant(PyRef::borrow(Py_None)));  // the value sent in: None
       return;
     case Op::LoadAssertionError:

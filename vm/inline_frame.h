@@ -49,10 +49,14 @@ class InlineFrame {
   bool stopped() const { return stopped_; }
   const std::vector<ValuePtr>& value_stack() const { return stack_; }
 
-  // Runs to the return; returns the returned value. Throws Unsupported.
+  // Runs to the return; returns the returned value. Throws Unsupported. A generator's
+  // frame (suspend_at_yields) returns null at each yield instead, and the next run()
+  // resumes it after that yield.
   ValuePtr run();
-  // Makes the frame a generator run to completion: what it yields is appended here.
-  void collect_yields(std::vector<ValuePtr>* yields) { yields_ = yields; }
+  // Makes the frame a generator's, stepped one yield at a time (lazy_items.h).
+  void suspend_at_yields() { generator_ = true; }
+  // What the generator yielded when run() returned, or null when it returned.
+  ValuePtr take_yielded() { return std::move(yielded_); }
 
   const frontend::CodeInfo& code() const { return *code_; }
   const GlobalsScope& scope() const { return scope_; }
@@ -98,7 +102,8 @@ class InlineFrame {
   int pc_ = 0;
   bool jumped_ = false;
   ValuePtr return_value_;
-  std::vector<ValuePtr>* yields_ = nullptr;
+  bool generator_ = false;
+  ValuePtr yielded_;
   // Root frame only.
   bool is_root_ = false;
   bool stopped_ = false;
@@ -143,9 +148,14 @@ ValuePtr subscript(TraceContext& context, const ValuePtr& container, const Value
 void store_subscript(TraceContext& context, const ValuePtr& container, const ValuePtr& key,
                      const ValuePtr& value);
 bool contains(TraceContext& context, const ValuePtr& item, const ValuePtr& container);
-// iter(value) as a list of items, for unrolling. Throws Unsupported.
+// iter(value): an Iterator is itself, a class's own __iter__ gives its iterator (a generator
+// stays lazy), anything else an Iterator over its items. Throws Unsupported.
+ValuePtr iterator_of(TraceContext& context, const ValuePtr& value);
+// iter(value) as a list of items, for unrolling; an Iterator is consumed. Throws Unsupported.
 std::vector<ValuePtr> iterate(TraceContext& context, const ValuePtr& value);
-// The items of an iterable for unpacking or extending.
+// The items of an iterable for unpacking or extending, or for a builtin that takes it whole
+// (list, sum): an iterator is consumed as eager consumes it, with no step skipped or
+// added (drain_iterator's `whole`).
 std::vector<ValuePtr> unpack_items(TraceContext& context, const ValuePtr& value);
 
 }  // namespace dynvm::vm

@@ -7,6 +7,7 @@
 
 #include "inline_frame.h"
 #include "known_objects.h"
+#include "lazy_items.h"
 #include "python_values.h"
 #include "trace_context.h"
 #include "user_objects.h"
@@ -468,6 +469,24 @@ bool contains(TraceContext& ctx, const ValuePtr& item, const ValuePtr& container
   }
   PyRef needle = concrete_object(item);
   if (!needle) unsupported("'in' with a " + item->describe());
+  auto equal = [&](const ValuePtr& c) {
+    PyRef o = concrete_object(c);
+    if (!o) {
+      if (c->is_tensor()) return false;  // a tensor never equals a constant here
+      unsupported("'in' over a container with abstract items");
+    }
+    if (o.get() == needle.get()) return true;
+    int eq = PyObject_RichCompareBool(o.get(), needle.get(), Py_EQ);
+    if (eq < 0) unsupported_from_python_error("'in'");
+    return eq == 1;
+  };
+  if (container->is(TracedValue::Kind::Iterator)) {
+    // Items are taken up to the first equal one, as eager does: a generator runs no further.
+    while (ValuePtr c = next_item(ctx, container)) {
+      if (equal(c)) return true;
+    }
+    return false;
+  }
   const std::vector<ValuePtr>* candidates = nullptr;
   std::vector<ValuePtr> view_items;
   if (container->is(TracedValue::Kind::DictView)) {
@@ -478,15 +497,7 @@ bool contains(TraceContext& ctx, const ValuePtr& item, const ValuePtr& container
   if (container->is_sequence()) candidates = &container->items;
   if (candidates != nullptr) {
     for (const auto& c : *candidates) {
-      PyRef o = concrete_object(c);
-      if (!o) {
-        if (c->is_tensor()) continue;  // a tensor never equals a constant here
-        unsupported("'in' over a container with abstract items");
-      }
-      if (o.get() == needle.get()) return true;
-      int eq = PyObject_RichCompareBool(o.get(), needle.get(), Py_EQ);
-      if (eq < 0) unsupported_from_python_error("'in'");
-      if (eq) return true;
+      if (equal(c)) return true;
     }
     return false;
   }
@@ -559,7 +570,31 @@ std::unique_ptr<std::vector<ValuePtr>> iterate_instance(TraceContext& ctx, const
   return items;
 }
 
+// The iterator a class's own __iter__, written in Python, returns for an instance the trace
+// made (often a
+// generator, stepped as it is consumed); null when iterating it goes another way.
+ValuePtr own_iterator(TraceContext& ctx, const ValuePtr& value) {
+  if (!value->is(TracedValue::Kind::NewObject)) return nullptr;
+  PyObject* type = value->class_value->py();
+  PyRef name = PyRef::steal(PyUnicode_InternFromString("__iter__"));
+  PyObject* own = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(type), name.get());  // borrowed
+  if (own == nullptr || !PyFunction_Check(own) || own == known().sequence_iter.get()) {
+    return nullptr;
+  }
+  ValuePtr it = call_dunder(ctx, value, "__iter__", {});
+  if (it && !it->is(TracedValue::Kind::Iterator)) {
+    unsupported("__iter__ of a " + value->describe() + " returned a " + it->describe());
+  }
+  return it;
+}
+
 }  // namespace
+
+ValuePtr iterator_of(TraceContext& ctx, const ValuePtr& value) {
+  if (value->is(TracedValue::Kind::Iterator)) return value;
+  if (ValuePtr own = own_iterator(ctx, value)) return own;
+  return TracedValue::iterator(iterate(ctx, value));
+}
 
 std::vector<ValuePtr> iterate(TraceContext& ctx, const ValuePtr& value) {
   switch (value->kind) {
@@ -583,8 +618,7 @@ std::vector<ValuePtr> iterate(TraceContext& ctx, const ValuePtr& value) {
       return items;
     }
     case TracedValue::Kind::Iterator:
-      return std::vector<ValuePtr>(value->items.begin() + static_cast<long>(value->position),
-                                   value->items.end());
+      return drain_iterator(ctx, value, false);  // consumed, as iterating it consumes it
     case TracedValue::Kind::Tensor: {
       PyRef n = PyRef::steal(PyObject_CallMethod(value->py(), "size", "i", 0));
       if (!n) unsupported_from_python_error("iterating a 0-d tensor");
@@ -637,6 +671,7 @@ std::vector<ValuePtr> iterate(TraceContext& ctx, const ValuePtr& value) {
 }
 
 std::vector<ValuePtr> unpack_items(TraceContext& ctx, const ValuePtr& value) {
+  if (value->is(TracedValue::Kind::Iterator)) return drain_iterator(ctx, value, true);
   return iterate(ctx, value);
 }
 

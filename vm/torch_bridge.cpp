@@ -14,6 +14,7 @@
 #include "dynvm/graph/op_properties.h"
 #include "dynvm/support/progress.h"
 #include "known_objects.h"
+#include "lazy_items.h"
 #include "python_values.h"
 #include "trace_context.h"
 #include "user_objects.h"
@@ -879,6 +880,13 @@ class TorchBridge::RecipeBuilder {
       case TracedValue::Kind::Iterator:
         // A live iterator is itself, moved on by its AdvanceIterator side effect.
         if (v->source && v->obj) return from_source(v->source);
+        if (has_pending_user_code(v)) refuse_suspended_iterator(bridge_.context_, v);
+        if (v->lazy) {
+          // The rest of a lazy one over lists, made now (it runs no user code).
+          size_t at = v->position;
+          drain_iterator(bridge_.context_, v, true);
+          v->position = at;
+        }
         r.kind = OutputRecipe::Kind::Iterator;
         for (size_t i = v->position; i < v->items.size(); ++i)
           r.items.push_back(build(v->items[i]));

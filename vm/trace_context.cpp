@@ -8,6 +8,7 @@
 #include "dynvm/frontend/live_code.h"
 #include "dynvm/vm/source_resolver.h"
 #include "known_objects.h"
+#include "lazy_items.h"
 #include "python_values.h"
 #include "torch_bridge.h"
 #include "user_objects.h"
@@ -638,6 +639,8 @@ PyRef concrete_object(const ValuePtr& value) {
       if (!identity_is_enough(value->py())) return PyRef();
       return value->obj;
     case TracedValue::Kind::Iterator: {
+      // One whose items are still to be made (a generator) is not a value to compute with.
+      if (value->lazy && value->lazy->pending()) return PyRef();
       auto rest = TracedValue::list(
           std::vector<ValuePtr>(value->items.begin() + static_cast<long>(value->position),
                                 value->items.end()),

@@ -81,8 +81,16 @@ class TraceContext {
   PyRef root_globals;  // the traced function's globals
   PyRef builtins;      // and its builtins dict
   int inline_depth = 0;
-  // Generators being run ahead (to completion, where eager runs them step by step): a global
-  // they read or write could be seen in another order than eager's (record_global_write).
+  // Iterators being drained right now by a consumer that may stop early in eager (a
+  // function written in C given an iterator; drain_iterator, not `whole`), counted from the
+  // innermost whole drain: a generator stepped meanwhile may run steps eager would not,
+  // under generator_depth's restrictions.
+  int draining = 0;
+  // Generators being run ahead: stepped to their end at once by a builtin that drains them
+  // (list(), sum(), unpacking; elsewhere the VM steps a generator when its consumer asks, as
+  // eager does, lazy_items.h). Such a builtin may stop early in eager (any(), `in`), so a
+  // global they read or write could be seen in another order than eager's
+  // (record_global_write).
   int generator_depth = 0;
   // The serial of the first value the innermost of them made (TracedValue::serial).
   uint64_t generator_start_serial = 0;
@@ -211,7 +219,7 @@ class TraceContext {
   };
   std::map<std::pair<const PyObject*, std::string>, GlobalWrite> global_writes_;
   // Globals read inside a generator run ahead, with the traced frame's instruction that ran it
-  // (where a graph break must then come, before the generator is made).
+  // (where a graph break must then come, before the generator is drained).
   struct GeneratorRead {
     int instruction = -1;
     int arrival = 0;

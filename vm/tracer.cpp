@@ -1,5 +1,6 @@
 // trace_frame: runs the VM over a frame (from its beginning or from where a graph break
 // left it) and packages the trace; at a break, traces again to stop right before it.
+#include <deque>
 #include <utility>
 
 #include "dynvm/vm/opcode_coverage.h"
@@ -160,30 +161,44 @@ Trace trace_frame(const FrameStart& start, const TraceOptions& options) {
   if (!first.trace.graph_break || first.root_instruction < 0) return std::move(first.trace);
   // Trace again, stopping before the instruction of the traced frame that broke (for a
   // call, before the instructions that prepare it), so the graph holds only what comes
-  // before it and the frame state there can be rebuilt.
+  // before it and the frame state there can be rebuilt. Where it cannot be, a value the
+  // frame holds there may name an earlier instruction to stop at instead (a generator
+  // suspended in a loop whose body breaks: the instruction that made it).
   auto* f = reinterpret_cast<PyFunctionObject*>(start.function);
-  PyObject* code_object = f->func_code;
-  int resume_index = first.root_instruction;
-  auto code = decoded_code(code_object);
+  auto code = decoded_code(f->func_code);
   if (!code) return std::move(first.trace);
-  int r = code->instructions[static_cast<size_t>(first.root_instruction)].norm.resume_index;
-  if (r >= 0) resume_index = r;
-  Attempt second = attempt(start, options, {resume_index, first.root_arrival});
-  if (!second.trace.resume) {
-    // The state there cannot be rebuilt (or the VM changed its mind): the frame runs
-    // eagerly from where this trace started.
-    return std::move(first.trace);
+  std::deque<Attempt> failed;  // attempts that stopped earlier and still broke
+  const Attempt* broke = &first;
+  for (int tries = 0; tries < 3; ++tries) {
+    int resume_index = broke->root_instruction;
+    int r = code->instructions[static_cast<size_t>(broke->root_instruction)].norm.resume_index;
+    if (r >= 0) resume_index = r;
+    Attempt next = attempt(start, options, {resume_index, broke->root_arrival});
+    if (next.trace.resume) {
+      // What made the call break (the inlined code's path to it: an optimizer's state dict
+      // still empty on the first step, a branch on a module flag) is part of the variant:
+      // when it changes, the call is traced again instead of breaking for good.
+      if (!next.trace.guards.merge(first.trace.guards)) return std::move(first.trace);
+      for (const Attempt& a : failed) {
+        if (!next.trace.guards.merge(a.trace.guards)) return std::move(first.trace);
+      }
+      next.trace.graph_break = broke->trace.graph_break;
+      if (next.trace.symbolic_failure.empty()) {
+        next.trace.symbolic_failure = broke->trace.symbolic_failure;
+      }
+      next.trace.resume->instruction = broke->root_instruction;
+      return std::move(next.trace);
+    }
+    // The state there cannot be rebuilt (or the VM changed its mind): unless an earlier
+    // instruction is named, the frame runs eagerly from where this trace started.
+    bool earlier =
+        next.root_instruction >= 0 && (next.root_instruction != broke->root_instruction ||
+                                       next.root_arrival != broke->root_arrival);
+    if (!earlier) return std::move(first.trace);
+    failed.push_back(std::move(next));
+    broke = &failed.back();
   }
-  // What made the call break (the inlined code's path to it: an optimizer's state dict
-  // still empty on the first step, a branch on a module flag) is part of the variant: when
-  // it changes, the call is traced again instead of breaking for good.
-  if (!second.trace.guards.merge(first.trace.guards)) return std::move(first.trace);
-  second.trace.graph_break = first.trace.graph_break;
-  if (second.trace.symbolic_failure.empty()) {
-    second.trace.symbolic_failure = first.trace.symbolic_failure;
-  }
-  second.trace.resume->instruction = first.root_instruction;
-  return std::move(second.trace);
+  return std::move(first.trace);
 }
 
 std::shared_ptr<const frontend::CodeInfo> decoded_code(PyObject* code) {

@@ -29,7 +29,6 @@ KNOWN_GAPS = {
     "match_on_shape_sequence": "the match statement (MATCH_SEQUENCE)",
     "module_forward_hooks": "nn.Module hooks are a graph break",
     "lists_of_ints": "list.remove",
-    "map_and_filter": "map() over several iterables",
     "operator_module": "operator.itemgetter objects",
     "sequential_index_and_slice": "slicing an nn.Sequential",
     "namedtuple_built_inside": "namedtuple._replace()",

@@ -27,6 +27,7 @@ namespace dynvm::vm {
 
 class TracedValue;
 using ValuePtr = std::shared_ptr<TracedValue>;
+class LazyItems;  // vm/lazy_items.h
 
 class TracedValue {
  public:
@@ -69,8 +70,12 @@ class TracedValue {
   // Tuple, List, Slice, Iterator, Cell, Super, Dict values; Object without a source: the
   // children of a slice of a ModuleList or Sequential the trace took (see module_children)
   std::vector<ValuePtr> items;
-  std::vector<ValuePtr> keys;     // Dict: keys (Constant values)
-  size_t position = 0;            // Iterator: next item
+  std::vector<ValuePtr> keys;  // Dict: keys (Constant values)
+  size_t position = 0;         // Iterator: next item
+  // Iterator: where the items after `items` come from, made one at a time as they are asked
+  // for, in eager's order (a generator the VM steps, or map/filter/enumerate/zip over one);
+  // null when `items` holds them all.
+  std::shared_ptr<LazyItems> lazy;
   bool is_size = false;           // Tuple: a torch.Size
   bool mutable_here = false;      // List/Dict/Cell: made by the trace, may be mutated
   bool flag = false;              // GradMode/GradModeExit: the grad mode it sets
