@@ -49,28 +49,59 @@ bool add_changed_dims(const Variant& variant, const vm::GuardFailure& why,
   return added;
 }
 
-void add_marked_dims(const std::vector<PyObject*>& arguments, const std::vector<std::string>& names,
-                     DynamicDims* dims) {
-  for (size_t i = 0; i < arguments.size() && i < names.size(); ++i) {
-    PyObject* value = arguments[i];
-    if (value == nullptr || !THPVariable_Check(value)) continue;
-    PyRef marks = PyRef::steal(PyObject_GetAttrString(value, "_dynvm_dynamic_dims"));
-    if (!marks) {
-      PyErr_Clear();
-      continue;
-    }
-    PyRef iterator = PyRef::steal(PyObject_GetIter(marks.get()));
-    if (!iterator) {
-      PyErr_Clear();
-      continue;
-    }
-    std::string source = "L['" + names[i] + "']";
-    while (PyRef item = PyRef::steal(PyIter_Next(iterator.get()))) {
-      long d = PyLong_AsLong(item.get());
-      if (d >= 0) (*dims)[source].insert(static_cast<int>(d));
-    }
+namespace {
+
+// What reaches_marked_tensor looks through: this deep, and this many objects in all.
+constexpr int kMarkSearchDepth = 4;
+constexpr int kMarkSearchObjects = 4096;
+
+bool marked(PyObject* tensor) {
+  PyRef marks = PyRef::steal(PyObject_GetAttrString(tensor, "_dynvm_dynamic_dims"));
+  if (!marks) {
     PyErr_Clear();
+    return false;
   }
+  Py_ssize_t n = PyObject_Length(marks.get());
+  if (n < 0) PyErr_Clear();
+  return n > 0;
+}
+
+bool search(PyObject* value, int depth, int* budget) {
+  if (value == nullptr || depth > kMarkSearchDepth || --*budget < 0) return false;
+  if (THPVariable_Check(value)) return marked(value);
+  if (PyList_Check(value) || PyTuple_Check(value)) {
+    PyRef items = PyRef::steal(PySequence_Fast(value, ""));
+    if (!items) {
+      PyErr_Clear();
+      return false;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items.get()); ++i) {
+      if (search(PySequence_Fast_GET_ITEM(items.get(), i), depth + 1, budget)) return true;
+    }
+    return false;
+  }
+  if (PyDict_Check(value)) {
+    PyObject* item = nullptr;
+    for (Py_ssize_t pos = 0; PyDict_Next(value, &pos, nullptr, &item);) {
+      if (search(item, depth + 1, budget)) return true;
+    }
+    return false;
+  }
+  // A plain object's attributes (a batch or config object); a module's are its parameters
+  // and buffers, whose sizes stay fixed.
+  if (PyModule_Check(value) || PyType_Check(value) || PyCallable_Check(value)) return false;
+  PyObject** dict = _PyObject_GetDictPtr(value);
+  return dict != nullptr && *dict != nullptr && search(*dict, depth, budget);
+}
+
+}  // namespace
+
+bool reaches_marked_tensor(const std::vector<PyObject*>& values) {
+  int budget = kMarkSearchObjects;
+  for (PyObject* value : values) {
+    if (search(value, 0, &budget)) return true;
+  }
+  return false;
 }
 
 }  // namespace dynvm::runtime

@@ -360,13 +360,7 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
     if (options.dynamic != 0 && !cache.fixed_sizes) {
       trace_options.all_dims_dynamic = options.dynamic == 1;
       trace_options.dynamic_dims = cache.dynamic_dims;
-      if (start == 0) {
-        std::vector<std::string> names;
-        for (int i = 0; i < argcount; ++i) {
-          names.push_back(cache.info->localsplus[static_cast<size_t>(i)].name);
-        }
-        add_marked_dims(fs.locals, names, &trace_options.dynamic_dims);
-      }
+      trace_options.marked_tensors = reaches_marked_tensor(fs.locals);
     }
     trace = vm::trace_frame(fs, trace_options);
     if (!trace.symbolic_failure.empty()) {
@@ -378,6 +372,7 @@ Variant* find_or_trace(CodeCache& cache, Segment& segment, frame::Frame* f, int 
       cache.fixed_sizes = true;
       trace_options.all_dims_dynamic = false;
       trace_options.dynamic_dims.clear();
+      trace_options.marked_tensors = false;
       trace = vm::trace_frame(fs, trace_options);
     }
     run_report().trace_ns += nanoseconds_since(t0);

@@ -173,9 +173,22 @@ PyRef TorchBridge::dynamic_dims_of(PyObject* real, const SourcePtr& source) cons
     }
     for (int d = 0; d < static_cast<int>(count); ++d) dims.push_back(d);
   } else {
+    std::set<int> marked;
     auto it = options.dynamic_dims.find(source->to_string());
-    if (it == options.dynamic_dims.end()) return PyRef();
-    dims.assign(it->second.begin(), it->second.end());
+    if (it != options.dynamic_dims.end()) marked = it->second;
+    if (options.marked_tensors) {
+      // dynvm.mark_dynamic's marks (python/dynvm/api.py), on the tensor itself.
+      PyRef marks = PyRef::steal(PyObject_GetAttrString(real, "_dynvm_dynamic_dims"));
+      PyRef iterator = marks ? PyRef::steal(PyObject_GetIter(marks.get())) : PyRef();
+      while (iterator) {
+        PyRef item = PyRef::steal(PyIter_Next(iterator.get()));
+        if (!item) break;
+        long d = PyLong_AsLong(item.get());
+        if (d >= 0) marked.insert(static_cast<int>(d));
+      }
+      PyErr_Clear();
+    }
+    dims.assign(marked.begin(), marked.end());
   }
   if (dims.empty()) return PyRef();
   PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(dims.size())));

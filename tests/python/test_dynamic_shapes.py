@@ -81,6 +81,46 @@ def test_mark_dynamic_makes_the_first_trace_symbolic():
     assert traces() == 1
 
 
+class _Batch:
+    def __init__(self, ids):
+        self.ids = ids
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("where", ["dict", "list", "attribute", "module_kwargs"])
+def test_mark_dynamic_on_tensors_inside_arguments(where, backend):
+    # The marks are read from the tensor itself wherever the trace reaches it: before,
+    # only tensors passed directly as arguments were looked at, and a marked tensor inside
+    # a dict, a list or an object was silently traced with fixed sizes, once per size.
+    def f(batch):
+        if where == "dict":
+            x = batch["ids"]
+        elif where == "list":
+            x = batch[1]
+        else:
+            x = batch.ids
+        return torch.softmax(x * 2, -1).sum(0) + x.shape[0]
+
+    class Net(torch.nn.Module):
+        def forward(self, ids, scale=1.0):
+            return torch.softmax(ids * scale, -1).sum(0) + ids.shape[0]
+
+    compiled = dynvm.compile(Net() if where == "module_kwargs" else f, backend=backend)
+    for n in (3, 4, 10, 7):
+        x = torch.randn(n, 8)
+        dynvm.mark_dynamic(x, 0)
+        if where == "module_kwargs":
+            args, kwargs = (), {"ids": x, "scale": 2.0}
+        else:
+            batch = {"dict": {"ids": x}, "list": [torch.ones(2), x],
+                     "attribute": _Batch(x)}[where]
+            args, kwargs = (batch,), {}
+        got = compiled(*args, **kwargs)
+        want = (Net()(*args, **kwargs) if where == "module_kwargs" else f(*args))
+        torch.testing.assert_close(got, want)
+    assert traces() == 1
+
+
 def test_mark_dynamic_bounds_are_guarded():
     def f(x):
         return x.sum(0)

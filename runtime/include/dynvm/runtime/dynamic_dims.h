@@ -24,9 +24,10 @@ using DynamicDims = std::map<std::string, std::set<int>>;
 bool add_changed_dims(const Variant& variant, const vm::GuardFailure& why,
                       const vm::FrameInputs& inputs, DynamicDims* dims);
 
-// GIL held. The dimensions dynvm.mark_dynamic marked on tensors passed as the frame's
-// arguments (borrowed, with their parameter names): added to `dims`.
-void add_marked_dims(const std::vector<PyObject*>& arguments, const std::vector<std::string>& names,
-                     DynamicDims* dims);
+// GIL held. Whether dynvm.mark_dynamic marked a tensor among `values` (borrowed, null
+// allowed: the frame's locals), looking into lists, tuples, dicts and the attributes of
+// plain objects (not modules) a few levels deep. The trace then reads each input tensor's
+// marks itself (vm::TraceOptions::marked_tensors).
+bool reaches_marked_tensor(const std::vector<PyObject*>& values);
 
 }  // namespace dynvm::runtime

@@ -37,7 +37,11 @@ struct TraceOptions {
   // input tensor (dynamic=True). Sizes 0 and 1 stay fixed either way.
   std::map<std::string, std::set<int>> dynamic_dims;
   bool all_dims_dynamic = false;
-  bool symbolic() const { return all_dims_dynamic || !dynamic_dims.empty(); }
+  // Some tensor the call is given (an argument, an item of a list, tuple or dict argument, an
+  // attribute of an object argument) carries dynvm.mark_dynamic's marks: every input
+  // tensor's own marks are then read, wherever the trace reaches it from.
+  bool marked_tensors = false;
+  bool symbolic() const { return all_dims_dynamic || marked_tensors || !dynamic_dims.empty(); }
 };
 
 // Where a graph input comes from on each call.
