@@ -21,6 +21,9 @@ from torch.utils._pytree import tree_leaves as _tree_leaves, tree_map as _tree_m
 from torch._subclasses import fake_tensor as _fake_tensor
 
 from . import _fake_cache
+from . import _meta_kernels
+
+_meta_kernels.register()  # what this torch lacks for fake tensors (torch 2.11's encoder layer)
 
 # Exceptions that mean "this needs real data": the VM turns them into graph breaks.
 DATA_DEPENDENT = tuple(
