@@ -329,6 +329,21 @@ PyObject* rebuild_new(const vm::OutputRecipe& recipe, const std::vector<at::Tens
       if (recipe.dict_type) return PyObject_CallOneArg(recipe.dict_type.get(), dict.get());
       return dict.release();
     }
+    case Kind::Function: {
+      PyObject* parts = recipe.constant.get();  // (code, globals)
+      PyRef function =
+          PyRef::steal(PyFunction_New(PyTuple_GET_ITEM(parts, 0), PyTuple_GET_ITEM(parts, 1)));
+      if (!function) return nullptr;
+      using Setter = int (*)(PyObject*, PyObject*);
+      const Setter setters[] = {PyFunction_SetDefaults, PyFunction_SetKwDefaults,
+                                PyFunction_SetClosure};
+      for (size_t i = 0; i < 3; ++i) {
+        PyRef part = PyRef::steal(rebuild(recipe.items.at(i), outputs, inputs, memo));
+        if (!part) return nullptr;
+        if (part.get() != Py_None && setters[i](function.get(), part.get()) < 0) return nullptr;
+      }
+      return function.release();
+    }
     case Kind::DictView: {
       PyRef dict = PyRef::steal(rebuild(recipe.items.at(0), outputs, inputs, memo));
       if (!dict) return nullptr;

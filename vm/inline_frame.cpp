@@ -726,7 +726,10 @@ void InlineFrame::step(const Instruction& ins) {
       auto fn = std::make_shared<TracedValue>();
       fn->kind = TracedValue::Kind::Function;
       if (n.arg & 0x08) fn->closure = pop();
-      if (n.arg & 0x04) pop();  // annotations
+      if (n.arg & 0x04) {
+        pop();  // annotations: not kept, so such a function is not rebuilt after the graph
+        fn->flag = true;
+      }
       if (n.arg & 0x02) fn->kwdefaults = pop();
       if (n.arg & 0x01) fn->defaults = pop();
       PyObject* code_object = code_value->py();

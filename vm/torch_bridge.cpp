@@ -739,6 +739,7 @@ class TorchBridge::RecipeBuilder {
       case TracedValue::Kind::Iterator:
       case TracedValue::Kind::Cell:
       case TracedValue::Kind::DictView:
+      case TracedValue::Kind::Function:
         return true;
       default:
         return false;
@@ -866,6 +867,37 @@ class TorchBridge::RecipeBuilder {
         }
         return r;
       }
+      case TracedValue::Kind::Function: {
+        // A nested function or lambda (MAKE_FUNCTION): a new function over the same code
+        // and globals, its defaults and closure cells rebuilt (the frame's own cells are
+        // the live ones; a cell the trace made is shared through the memo with the
+        // frame's slot that holds it).
+        if (v->flag) break;  // annotations were not kept
+        if (!v->code_object || !v->globals) break;
+        r.kind = OutputRecipe::Kind::Function;
+        r.constant = PyRef::steal(PyTuple_Pack(2, v->code_object.get(), v->globals.get()));
+        for (const ValuePtr& part : {v->defaults, v->kwdefaults, v->closure}) {
+          if (part) {
+            r.items.push_back(build(part));
+          } else {
+            r.items.emplace_back();
+            r.items.back().kind = OutputRecipe::Kind::Constant;
+            r.items.back().constant = PyRef::borrow(Py_None);
+          }
+        }
+        return r;
+      }
+      case TracedValue::Kind::Cell:
+        // A frame's cell variable, or one in the closure of a function rebuilt above.
+        if (v->source) return from_source(v->source);  // the live frame's own cell
+        r.kind = OutputRecipe::Kind::Cell;
+        if (v->items.empty()) {
+          r.items.emplace_back();
+          r.items.back().kind = OutputRecipe::Kind::Null;
+        } else {
+          r.items.push_back(build(v->items[0]));
+        }
+        return r;
       case TracedValue::Kind::DictView:
         r.kind = OutputRecipe::Kind::DictView;
         r.constant = PyRef::steal(PyUnicode_FromString(v->view_method()));
@@ -907,16 +939,6 @@ class TorchBridge::RecipeBuilder {
       case TracedValue::Kind::GradModeExit:
         r.kind = OutputRecipe::Kind::GradModeExit;
         r.index = v->flag ? 1 : 0;
-        return r;
-      case TracedValue::Kind::Cell:
-        if (v->source) return from_source(v->source);  // the live frame's own cell
-        r.kind = OutputRecipe::Kind::Cell;
-        if (v->items.empty()) {
-          r.items.emplace_back();
-          r.items.back().kind = OutputRecipe::Kind::Null;
-        } else {
-          r.items.push_back(build(v->items[0]));
-        }
         return r;
       default:
         break;

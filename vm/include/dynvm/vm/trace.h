@@ -61,11 +61,13 @@ struct OutputRecipe {
     Dict,
     Size,
     NewObject,
+    Function,  // a function the trace made: constant = (code, globals); items = defaults,
+               // keyword defaults, closure (a Tuple of cells), each a Constant None if absent
     // Kinds that only the frame state at a graph break uses (ResumePoint):
     Null,          // an unbound local, or CPython's NULL on the value stack
     Iterator,      // iter() over the rebuilt `items` (what a loop had left to visit)
     GradModeExit,  // the __exit__ of a grad-mode `with` block: restores `index` != 0
-    Cell,          // a new cell holding items[0]
+    Cell,          // a new cell holding items[0] (also in a returned Function's closure)
     FreeCell,      // the traced function's own closure cell #index
     Method,        // items[0] bound to items[1] (types.MethodType)
     MemoRef,       // the object rebuilt earlier for the recipe whose `memo` is `index`

@@ -78,7 +78,8 @@ class TracedValue {
   std::shared_ptr<LazyItems> lazy;
   bool is_size = false;           // Tuple: a torch.Size
   bool mutable_here = false;      // List/Dict/Cell: made by the trace, may be mutated
-  bool flag = false;              // GradMode/GradModeExit: the grad mode it sets
+  bool flag = false;              // GradMode/GradModeExit: the grad mode it sets;
+                                  // Function: made with annotations (not kept)
   ViewOf view_of = ViewOf::Keys;  // DictView: which view
   ValuePtr self_value;            // BoundMethod: self; DictView: the dict
   ValuePtr function;              // BoundMethod: the function; Dict: a defaultdict's factory
