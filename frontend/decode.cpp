@@ -76,6 +76,13 @@ class Decoder {
     for (size_t i = 0; i < raw_.localsplusnames.size(); ++i) {
       LocalSlot slot{raw_.localsplusnames[i], raw_.localspluskinds[i]};
       auto index = static_cast<int32_t>(i);
+      if (slot.is_free() && (slot.is_local() || slot.is_cell())) {
+        // CPython counts such a slot as a local or a cell, not among the free variables a
+        // function's closure holds one cell each for; no compiler writes it.
+        return fail("localsplus slot " + std::to_string(i) + " ('" + slot.name +
+                    "') is a free variable and also a local or cell variable (kind " +
+                    std::to_string(slot.kind) + ")");
+      }
       if (slot.is_local()) code_.varnames.push_back(index);
       if (slot.is_cell()) code_.cellvars.push_back(index);
       if (slot.is_free()) code_.freevars.push_back(index);

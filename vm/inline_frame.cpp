@@ -131,10 +131,20 @@ void InlineFrame::do_call(int argc, int kw_names_const) {
   if (kw_names_const >= 0) {
     PyObject* consts = reinterpret_cast<PyCodeObject*>(code_object_.get())->co_consts;
     PyObject* names = PyTuple_GET_ITEM(consts, kw_names_const);  // borrowed tuple of str
+    // As the compiler writes it: a tuple of str naming some of the call's arguments.
+    if (!PyTuple_Check(names) || PyTuple_GET_SIZE(names) > static_cast<Py_ssize_t>(all.size())) {
+      unsupported("KW_NAMES: not a tuple of at most " + std::to_string(argc) + " keyword names");
+    }
     Py_ssize_t nkw = PyTuple_GET_SIZE(names);
     size_t first_kw = all.size() - static_cast<size_t>(nkw);
     for (Py_ssize_t i = 0; i < nkw; ++i) {
-      kwargs.emplace_back(PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i)), all[first_kw + i]);
+      PyObject* name = PyTuple_GET_ITEM(names, i);  // borrowed
+      const char* utf8 = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : nullptr;
+      if (utf8 == nullptr) {
+        PyErr_Clear();
+        unsupported("KW_NAMES: a keyword name that is not a str");
+      }
+      kwargs.emplace_back(utf8, all[first_kw + i]);
     }
     all.resize(first_kw);
   }
@@ -778,8 +788,15 @@ void InlineFrame::step(const Instruction& ins) {
     }
     case Op::BuildConstKeyMap: {
       ValuePtr key_tuple = pop();
+      // A tuple of as many constant keys as values, or a dict whose keys and values disagree.
+      if (!key_tuple->is(TracedValue::Kind::Tuple) ||
+          key_tuple->items.size() != static_cast<size_t>(n.arg)) {
+        unsupported("BUILD_CONST_KEY_MAP without a tuple of " + std::to_string(n.arg) + " keys");
+      }
+      std::vector<ValuePtr> keys;
+      for (const ValuePtr& key : key_tuple->items) keys.push_back(constant_key(key));
       std::vector<ValuePtr> values = pop_n(static_cast<size_t>(n.arg));
-      push(TracedValue::dict(key_tuple->items, std::move(values), true));
+      push(TracedValue::dict(std::move(keys), std::move(values), true));
       return;
     }
     case Op::BuildString: {

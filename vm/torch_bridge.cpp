@@ -671,6 +671,16 @@ class TorchBridge::RecipeBuilder {
   ~RecipeBuilder() { bridge_.graph_.set_outputs(outputs_); }
 
   OutputRecipe build(const ValuePtr& v) {
+    // Recipes are built (and run) recursively: a value nested deeper than this (a linked list
+    // made in a loop) is a graph break, not a stack overflow.
+    if (depth_ >= kMaxDepth) {
+      unsupported("a value nested deeper than " + std::to_string(kMaxDepth) +
+                  " levels kept past the graph");
+    }
+    struct Level {
+      int& depth;
+      ~Level() { --depth; }
+    } level{++depth_};
     // One traced object reached twice is rebuilt once (`return d, d.keys()` returns a view
     // of the very dict returned).
     if (identity_matters(v)) {
@@ -950,6 +960,8 @@ class TorchBridge::RecipeBuilder {
   TorchBridge& bridge_;
   std::vector<graph::Value*> outputs_;
   bool for_resume_;
+  static constexpr int kMaxDepth = 200;
+  int depth_ = 0;
   std::map<const TracedValue*, int> memo_;
 };
 

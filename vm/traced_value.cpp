@@ -2,6 +2,7 @@
 #include "dynvm/vm/traced_value.h"
 
 #include <utility>
+#include <vector>
 
 namespace dynvm::vm {
 
@@ -11,6 +12,32 @@ uint64_t g_serial = 0;  // values are made with the GIL held
 
 uint64_t TracedValue::peek_serial() { return g_serial + 1; }
 uint64_t TracedValue::next_serial() { return ++g_serial; }
+
+// Values nest (lists of lists, an object whose attribute holds the next object: a linked list
+// built in a loop), and the members' own destructors would free a chain of them recursively,
+// several stack frames a level, until a deep enough chain overflowed the stack. The values
+// only this one holds are moved to a worklist instead and freed here one at a time, each
+// with its own such values moved out first.
+TracedValue::~TracedValue() {
+  std::vector<ValuePtr> pending;
+  auto release = [&pending](TracedValue& v) {
+    auto take = [&pending](ValuePtr& p) {
+      if (p && p.use_count() == 1) pending.push_back(std::move(p));
+    };
+    for (ValuePtr& item : v.items) take(item);
+    for (ValuePtr& key : v.keys) take(key);
+    for (ValuePtr* p : {&v.self_value, &v.function, &v.defaults, &v.kwdefaults, &v.closure,
+                        &v.class_value, &v.instance_dict, &v.mapping_items}) {
+      take(*p);
+    }
+  };
+  release(*this);
+  while (!pending.empty()) {
+    ValuePtr last = std::move(pending.back());
+    pending.pop_back();
+    release(*last);
+  }  // `last` goes here, holding nothing that frees recursively
+}
 
 ValuePtr TracedValue::null() {
   static const ValuePtr kNull = [] {

@@ -1,12 +1,15 @@
 // The live-code adapter: reads a PyCodeObject's fields and constants into RawCode.
 #include <Python.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "dynvm/frontend/live_code.h"
+#include "dynvm/frontend/opcode.h"
 
 namespace dynvm::frontend {
 namespace {
@@ -122,6 +125,48 @@ Expected<BigInt> big_int_of(PyObject* value /* borrowed */) {
   return BigInt::from_digits15(sign == 1, std::move(digits));
 }
 
+// CPython's co_code getter (PyCode_GetCode) turns each instruction's inline caches into
+// CACHE entries without checking that they fit: when the code ends before the last
+// instruction's caches do (CPython's compiler never writes that, but CodeType() and
+// CodeType.replace() accept any bytes), it writes past the end of the bytes object it
+// makes. So the adaptive instructions are walked here first, as that getter walks them
+// (specialised and instrumented opcodes count the caches of their base instruction).
+std::optional<Error> check_inline_caches(PyCodeObject* co /* borrowed */) {
+  const OpcodeTable& table = opcode_table(PythonVersion{PY_MAJOR_VERSION, PY_MINOR_VERSION});
+  const auto* units = reinterpret_cast<const uint8_t*>(co->co_code_adaptive);
+  const Py_ssize_t count = Py_SIZE(co);  // code units of two bytes, the opcode first
+  for (Py_ssize_t i = 0; i < count;) {
+    uint8_t opcode = units[2 * i];
+#if PY_VERSION_HEX >= 0x030C0000
+    // Instrumented lines and instructions keep the opcode they replace in the code's
+    // monitoring data.
+    const _PyCoMonitoringData* monitoring = co->_co_monitoring;
+    if (table[opcode].base == Opcode::INSTRUMENTED_LINE) {
+      if (monitoring == nullptr || monitoring->lines == nullptr) {
+        return make_error("INSTRUMENTED_LINE without monitoring data at offset " +
+                          std::to_string(2 * i));
+      }
+      opcode = monitoring->lines[i].original_opcode;
+    }
+    if (table[opcode].base == Opcode::INSTRUMENTED_INSTRUCTION) {
+      if (monitoring == nullptr || monitoring->per_instruction_opcodes == nullptr) {
+        return make_error("INSTRUMENTED_INSTRUCTION without monitoring data at offset " +
+                          std::to_string(2 * i));
+      }
+      opcode = monitoring->per_instruction_opcodes[i];
+    }
+#endif
+    const OpcodeInfo& info = table[opcode];
+    const Py_ssize_t size = 1 + (info.valid ? info.cache_entries : 0);
+    if (i + size > count) {
+      return make_error("code ends inside the inline caches of " + std::string(info.name) +
+                        " at offset " + std::to_string(2 * i));
+    }
+    i += size;
+  }
+  return std::nullopt;
+}
+
 class LiveCodeConverter {
  public:
   Expected<RawCodePtr> convert_code(PyCodeObject* co /* borrowed */, int depth) {
@@ -140,6 +185,9 @@ class LiveCodeConverter {
     const std::string where = " (in code object " + code->qualname + ")";
 
     // The deoptimized copy: specialized instructions back to their base forms.
+    if (std::optional<Error> truncated = check_inline_caches(co)) {
+      return make_error("cannot read co_code: " + truncated->message + where);
+    }
     PyRef co_code(PyCode_GetCode(co));
     if (!co_code) return take_python_error("cannot read co_code" + where);
     Expected<std::string> bytecode = bytes_field(co_code.get(), "co_code");

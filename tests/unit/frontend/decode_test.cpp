@@ -370,6 +370,22 @@ TEST_CASE("malformed code gives errors naming the problem and the offset") {
     b.raw().localspluskinds = {kLocalKindLocal};
     expect(b, "co_localsplusnames has 2 names but co_localspluskinds 1 kinds");
   }
+  SECTION("a free variable that is also a local") {
+    // Found by fuzz/trace_fuzzer.cpp: CPython gives a function of this code no cell for the
+    // slot, and the tracer read past the end of the closure looking for one.
+    b.raw().localsplusnames = {"a", "b"};
+    b.raw().localspluskinds = {kLocalKindLocal, kLocalKindLocal | kLocalKindFree};
+    expect(b,
+           "localsplus slot 1 ('b') is a free variable and also a local or cell variable "
+           "(kind 160)");
+  }
+  SECTION("a free variable that is also a cell") {
+    b.raw().localsplusnames = {"c"};
+    b.raw().localspluskinds = {kLocalKindCell | kLocalKindFree};
+    expect(b,
+           "localsplus slot 0 ('c') is a free variable and also a local or cell variable "
+           "(kind 192)");
+  }
   SECTION("more arguments than locals") {
     b.raw().argcount = 1;
     expect(b, "more arguments (1) than local variables (0)");

@@ -349,3 +349,42 @@ TEST_CASE("live code: constants of unexpected types are errors, not exceptions")
 
   CHECK(raw_code_from_live(nullptr).error().message == "no code object (NULL)");
 }
+
+// Found by fuzz/trace_fuzzer.cpp: CPython's co_code getter writes CACHE entries past the end
+// of its bytes object when the code ends inside an instruction's inline caches, which
+// corrupted the heap (a crash in pymalloc a few inputs later). The adapter refuses such code
+// before it reads co_code.
+TEST_CASE("live code: code that ends inside inline caches is refused before co_code is read") {
+  ensure_python();
+  // RESUME 0, then LOAD_GLOBAL (3.11: 5 caches) or LOAD_ATTR (3.12: 9) without its caches.
+  Ref truncated(
+      eval("(lambda: None).__code__.replace(co_code=bytes([__import__('opcode').opmap['RESUME'], 0,"
+           " __import__('opcode').opmap['LOAD_GLOBAL' if __import__('sys').version_info < (3, 12)"
+           " else 'LOAD_ATTR'], 0]))"));
+  auto raw = raw_code_from_live(reinterpret_cast<PyCodeObject*>(truncated.get()));
+  REQUIRE_FALSE(raw.ok());
+  const std::string& message = raw.error().message;
+  INFO(message);
+  CHECK(message.rfind("cannot read co_code: code ends inside the inline caches of LOAD_", 0) == 0);
+  CHECK(message.find(" at offset 2 (in code object <lambda>)") != std::string::npos);
+  CHECK_FALSE(PyErr_Occurred());
+
+  // Nested in the constants of another code object, likewise.
+  Ref outer(eval("compile('None', '<outer>', 'exec').replace(co_consts=(None,))"));
+  Ref consts(PyTuple_Pack(2, Py_None, truncated.get()));
+  Ref replace(PyObject_GetAttrString(outer.get(), "replace"));
+  Ref no_args(PyTuple_New(0));
+  Ref keywords(Py_BuildValue("{s:O}", "co_consts", consts.get()));
+  Ref with_nested(PyObject_Call(replace.get(), no_args.get(), keywords.get()));
+  REQUIRE(with_nested.get() != nullptr);
+  auto nested = raw_code_from_live(reinterpret_cast<PyCodeObject*>(with_nested.get()));
+  REQUIRE_FALSE(nested.ok());
+  CHECK(nested.error().message.find("inline caches") != std::string::npos);
+
+  // Whole instructions, caches and all, read as before (the code is never run).
+  Ref whole(eval(
+      "(lambda: None).__code__.replace(co_code=bytes([__import__('opcode').opmap['RESUME'], 0])"
+      " + (lambda: len).__code__.co_code[2:])"));
+  CHECK(raw_code_from_live(reinterpret_cast<PyCodeObject*>(whole.get())).ok());
+  CHECK_FALSE(PyErr_Occurred());
+}

@@ -18,7 +18,9 @@ namespace dynvm::frontend {
 // `code` is borrowed: the caller holds the GIL and keeps `code` alive during the call.
 // co_code is the deoptimized bytecode (PyCode_GetCode): the base instructions with
 // zeroed caches, as marshal writes it. A constant of a type that code objects do not
-// hold gives an Error; no Python exception is left set either way. Frozenset elements
+// hold gives an Error, and so does bytecode that ends inside an instruction's inline caches
+// (which CPython's co_code getter would write past: CodeType.replace() makes such code);
+// no Python exception is left set either way. Frozenset elements
 // come in the live set's iteration order.
 Expected<RawCodePtr> raw_code_from_live(PyCodeObject* code);
 

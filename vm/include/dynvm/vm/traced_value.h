@@ -117,6 +117,7 @@ class TracedValue {
   static ValuePtr iterator(std::vector<ValuePtr> items);
   static ValuePtr cell(ValuePtr contents);
   static ValuePtr dict_view(ValuePtr dict, ViewOf which);
+  ~TracedValue();  // frees nested values one at a time (traced_value.cpp)
 
   bool is(Kind k) const { return kind == k; }
   bool is_null() const { return kind == Kind::Null; }
