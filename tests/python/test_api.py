@@ -499,9 +499,12 @@ def f(x):
     return torch.sin(x) * 2 + 1
 def g(x):
     return torch.cos(x).sum(-1)
+torch.manual_seed(0)
 x = torch.randn(8, 5)
-assert torch.allclose(dynvm.compile(f)(x), f(x))
-assert torch.allclose(dynvm.compile(g)(x), g(x))
+# Sums of fast cos may differ from eager's by a few float32 ulps of the terms: an absolute
+# tolerance, since a sum can come out near zero (unseeded inputs failed about 1 run in 300).
+assert torch.allclose(dynvm.compile(f)(x), f(x), atol=1e-6)
+assert torch.allclose(dynvm.compile(g)(x), g(x), atol=1e-6)
 report = _native.core().run_report()
 print(json.dumps([report["kernels_compiled"], report["kernels_from_disk"]]))
 """
