@@ -442,13 +442,12 @@ PyRef dict_view_type_probe(const TracedValue& view) {
 
 ValuePtr call_builtin(TraceContext& ctx, const std::string& name, PyObject* callable,
                       std::vector<ValuePtr> args, KwArgs kwargs) {
-  static const std::set<std::string> kTakesItemsAsItGoes = {"next", "iter",   "enumerate", "zip",
-                                                            "map",  "filter", "any",       "all"};
+  // Builtins that take every item of an iterable before anything else: a generator given
+  // to one runs to its end now. The others take items as they go (next, zip, any: lazy
+  // below) or do not iterate at all (isinstance, type, id), so a generator stays as it is.
   static const std::set<std::string> kTakesItemsWhole = {
       "list", "tuple", "set", "frozenset", "dict", "sorted", "sum", "min", "max"};
-  if (kTakesItemsAsItGoes.count(name) == 0) {
-    consume_lazy_arguments(ctx, &args, &kwargs, kTakesItemsWhole.count(name) > 0);
-  }
+  if (kTakesItemsWhole.count(name) > 0) consume_lazy_arguments(ctx, &args, &kwargs, true);
   if (name == "len" && args.size() == 1) {
     const ValuePtr& v = args[0];
     if (v->is(TracedValue::Kind::NewObject)) {

@@ -26,10 +26,12 @@ ValuePtr int_value(long long v) {
 // (an in-place op on an input or on a tensor computed earlier): the drain runs steps that
 // eager may interleave with its consumer's reads, or not run at all (any(), `in`).
 void check_drained_generator_writes_no_tensor(TraceContext& ctx, size_t nodes_before) {
+  // The step's own nodes: the last ones, walked back (not the whole graph at every step).
   std::set<const graph::Node*> made;
-  size_t i = 0;
-  for (const graph::Node* node : ctx.bridge->graph().nodes()) {
-    if (i++ >= nodes_before) made.insert(node);
+  size_t count = ctx.bridge->node_count();
+  for (const graph::Node* node = ctx.bridge->graph().last_node();
+       node != nullptr && count > nodes_before; node = node->prev(), --count) {
+    made.insert(node);
   }
   for (const graph::Node* node : made) {
     if (!graph::op_properties(node->op()).mutates) continue;

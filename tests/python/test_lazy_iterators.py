@@ -10,6 +10,7 @@ changed, and the number of graph breaks where it should trace whole.
 """
 import functools
 import itertools
+import types
 
 import pytest
 import torch
@@ -265,8 +266,20 @@ def consumed_whole_by_builtins(x, box):
     return a, b, total, every, box.n
 
 
+def isinstance_leaves_a_generator_alone(x, box):
+    # isinstance() takes no item: the generator runs only when list() takes them.
+    def steps():
+        for i in range(3):
+            box.n += 1
+            yield x * i
+    g = steps()
+    is_generator = isinstance(g, types.GeneratorType)
+    box.n = 10
+    return is_generator, list(g), box.n
+
+
 WHOLE = [
-    consumed_whole_by_builtins,
+    consumed_whole_by_builtins, isinstance_leaves_a_generator_alone,
     consumer_increments_what_generator_yields, generator_increments_what_consumer_reads,
     generator_appends_to_an_argument_list, generator_changes_what_it_yielded,
     consumer_changes_what_generator_yielded, enumerate_over_a_generator, zip_over_a_generator,
