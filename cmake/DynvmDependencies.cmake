@@ -17,8 +17,12 @@ if(NOT DEFINED Python3_EXECUTABLE)
   endif()
 endif()
 find_package(Python3 3.11 REQUIRED COMPONENTS Interpreter Development.Module Development.Embed)
-if(Python3_VERSION VERSION_GREATER_EQUAL 3.13)
-  message(FATAL_ERROR "dynvm supports CPython 3.11 and 3.12, found ${Python3_VERSION}")
+if(Python3_VERSION VERSION_GREATER_EQUAL 3.14)
+  message(FATAL_ERROR "dynvm supports CPython 3.11 to 3.13, found ${Python3_VERSION}")
+elseif(Python3_VERSION VERSION_GREATER_EQUAL 3.13 AND NOT DYNVM_PROBE_ONLY)
+  message(FATAL_ERROR "dynvm's VM executes CPython 3.11 and 3.12, found ${Python3_VERSION}: "
+                      "for 3.13, configure with -DDYNVM_PROBE_ONLY=ON (its listings and "
+                      "frame access, no torch)")
 endif()
 execute_process(
   COMMAND ${Python3_EXECUTABLE} -c "import sysconfig; print(sysconfig.get_path('platlib'))"
@@ -30,6 +34,9 @@ target_include_directories(dynvm_python_internal SYSTEM INTERFACE
   ${Python3_INCLUDE_DIRS} ${Python3_INCLUDE_DIRS}/internal)
 target_compile_definitions(dynvm_python_internal INTERFACE Py_BUILD_CORE)
 add_library(dynvm::python_internal ALIAS dynvm_python_internal)
+if(DYNVM_PROBE_ONLY)
+  return()  # nothing else: no torch, CUDA, LLVM or Boost
+endif()
 
 # --- CUDA toolkit for the GPU backend: NVRTC and the driver API, no nvcc needed. Found
 # before libtorch, whose package (a CUDA build of torch) looks for the toolkit too. Only

@@ -10,7 +10,7 @@ namespace {
 StepResult continue_at(int next) { return StepResult{StepResult::Kind::Continue, next}; }
 
 StepResult raised(frame::Frame* f, const frontend::Instruction& ins) {
-  frame::set_current_instruction(f, static_cast<int>(ins.offset));
+  frame::set_raising_instruction(f, static_cast<int>(ins.offset));
   return StepResult{StepResult::Kind::Raised, -1};
 }
 

@@ -603,7 +603,7 @@ PyObject* drive_frame(PyThreadState* ts, frame::Frame* f, const CompileOptions& 
     Variant* variant = find_or_trace(*cache, segment, f, start, options, &checked, &failed);
     if (failed) {
       // fullgraph (or a warning turned into an error): raised where the part starts.
-      frame::set_current_instruction(
+      frame::set_raising_instruction(
           f, static_cast<int>(info.instructions[static_cast<size_t>(start)].offset));
       return raise_in_frame(ts, f);
     }

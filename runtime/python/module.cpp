@@ -8,9 +8,7 @@
 #include "dynvm/codegen/cuda_kernel.h"
 #include "dynvm/codegen/targets.h"
 #include "dynvm/dynvm.h"
-#include "dynvm/frontend/decode.h"
-#include "dynvm/frontend/dis_listing.h"
-#include "dynvm/frontend/live_code.h"
+#include "dynvm/frontend/live_listing.h"
 #include "dynvm/graph/primitive_ops.h"
 #include "dynvm/runtime/compiled_function.h"
 #include "dynvm/vm/opcode_coverage.h"
@@ -47,18 +45,12 @@ PyObject* module_dis_json(PyObject*, PyObject* code) {
     PyErr_SetString(PyExc_TypeError, "dis_json() expects a code object");
     return nullptr;
   }
-  auto raw = dynvm::frontend::raw_code_from_live(reinterpret_cast<PyCodeObject*>(code));
-  if (!raw) {
-    PyErr_SetString(PyExc_ValueError, raw.error().message.c_str());
+  auto json = dynvm::frontend::live_dis_json(reinterpret_cast<PyCodeObject*>(code));
+  if (!json) {
+    PyErr_SetString(PyExc_ValueError, json.error().message.c_str());
     return nullptr;
   }
-  auto decoded = dynvm::frontend::decode_recursive(*raw.value());
-  if (!decoded) {
-    PyErr_SetString(PyExc_ValueError, decoded.error().message.c_str());
-    return nullptr;
-  }
-  std::string json = dynvm::frontend::format_dis_json(decoded.value());
-  return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
+  return PyUnicode_FromStringAndSize(json->data(), static_cast<Py_ssize_t>(json->size()));
 }
 
 // Appends `item` (a new reference, nullptr after a failed build) to `list`; on failure

@@ -1,5 +1,5 @@
 // frame_access: the one place that reads and writes CPython's interpreter frames
-// (_PyInterpreterFrame, 3.11 and 3.12) and installs the PEP 523 frame hook. Everything
+// (_PyInterpreterFrame, 3.11 to 3.13) and installs the PEP 523 frame hook. Everything
 // else in the runtime goes through these functions.
 #pragma once
 
@@ -16,6 +16,8 @@ using EvalFrameFunction = PyObject* (*)(PyThreadState*, Frame*, int);
 
 // Installs `hook` as the interpreter's frame evaluator (nullptr: CPython's own again).
 void set_eval_frame_hook(EvalFrameFunction hook);
+// The frame evaluator installed now (nullptr: CPython's own).
+EvalFrameFunction eval_frame_hook();
 // CPython's own evaluator: runs `frame` from the instruction after its prev_instr.
 PyObject* eval_default(PyThreadState* ts, Frame* frame, int throwflag);
 
@@ -39,9 +41,10 @@ void push(Frame* f, PyObject* value);
 PyObject* pop(Frame* f);
 
 // Positions the frame so that eval_default executes the instruction at byte `offset`
-// next; or so that the instruction at `offset` is the one that raised (throwflag=1).
+// next; or so that eval_default with throwflag=1 raises the pending exception as if the
+// instruction at `offset` had raised it (the frame's handlers for it run).
 void set_next_instruction(Frame* f, int offset);
-void set_current_instruction(Frame* f, int offset);
+void set_raising_instruction(Frame* f, int offset);
 
 // While alive, the frame is the thread's current Python frame, positioned at the
 // instruction at byte `offset`: what callees see through sys._getframe(), tracebacks and
