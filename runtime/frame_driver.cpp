@@ -15,7 +15,6 @@
 
 #include "dynvm/codegen/compiled_graph.h"
 #include "dynvm/graph/graph_printer.h"
-#include "dynvm/runtime/code_extra.h"
 #include "dynvm/runtime/compile_progress.h"
 #include "dynvm/runtime/concrete_step.h"
 #include "dynvm/runtime/dynamic_dims.h"
@@ -23,6 +22,7 @@
 #include "dynvm/runtime/graph_files.h"
 #include "dynvm/runtime/run_report.h"
 #include "dynvm/runtime/variant.h"
+#include "dynvm/vm/code_extra.h"
 #include "dynvm/vm/source_resolver.h"
 #include "dynvm/vm/trace.h"
 
@@ -163,7 +163,7 @@ struct CodeCache {
 };
 
 CodeCache* cache_for(PyObject* code, bool create) {
-  CodeCache* cache = CodeExtra<CodeCache>::get(code, create);
+  CodeCache* cache = vm::CodeExtra<CodeCache>::get(code, create);
   if (cache != nullptr && cache->epoch != current_epoch()) {  // dynvm.reset() since
     cache->entry_segment = nullptr;
     cache->segments.clear();

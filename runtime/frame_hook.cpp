@@ -6,9 +6,9 @@
 #include <string>
 #include <utility>
 
-#include "dynvm/runtime/code_extra.h"
 #include "dynvm/runtime/frame_access.h"
 #include "dynvm/runtime/frame_driver.h"
+#include "dynvm/vm/code_extra.h"
 
 namespace dynvm::runtime {
 
@@ -77,7 +77,7 @@ bool decide(PyObject* code, const FrameFilter& filter) {
 }
 
 bool eligible(PyObject* code, const FrameFilter& filter, bool for_run) {
-  Eligibility* e = CodeExtra<Eligibility>::get(code, true);
+  Eligibility* e = vm::CodeExtra<Eligibility>::get(code, true);
   if (e == nullptr) return decide(code, filter);
   if (e->generation != g_filter_generation) *e = Eligibility{g_filter_generation, -1, -1};
   int8_t& answer = for_run ? e->for_run : e->for_callees;

@@ -113,18 +113,29 @@ class GuardLowering {
     return value;
   }
 
+  // The object a guard compares with: a constant, or read through its weak reference on
+  // each check (None once it is gone), since its address may be reused after it dies.
+  int guarded(const vm::GuardedObject& object) {
+    if (!object.weak()) return program_.constant_address(object.holder());
+    return program_.load(program_.constant_address(object.holder()),
+                         static_cast<int64_t>(vm::GuardedObject::kReferentOffset));
+  }
+
   void lower_guard(const vm::Guard& guard, int64_t index) {
     int value = guard.source >= 0 ? resolve(guard.source, index) : program_.constant(0);
     switch (guard.kind) {
       case vm::GuardKind::TypeMatch:
-        program_.check_eq(type_of(value),
-                          program_.constant_address(guard.as<vm::TypeMatchPayload>().type.get()),
-                          index);
+        // A type is never None, which a weakly held type that is gone reads as.
+        program_.check_eq(type_of(value), guarded(guard.as<vm::TypeMatchPayload>().type), index);
         return;
-      case vm::GuardKind::IdMatch:
-        program_.check_eq(
-            value, program_.constant_address(guard.as<vm::IdMatchPayload>().object.get()), index);
+      case vm::GuardKind::IdMatch: {
+        const vm::GuardedObject& object = guard.as<vm::IdMatchPayload>().object;
+        program_.check_eq(value, guarded(object), index);
+        if (object.weak()) {  // gone, it reads as None: None must not match it
+          program_.check_ne(value, program_.constant_address(Py_None), index);
+        }
         return;
+      }
       case vm::GuardKind::LenMatch: {
         const auto& payload = guard.as<vm::LenMatchPayload>();
         PyObject* type = payload.type.get();
@@ -143,9 +154,8 @@ class GuardLowering {
         return;
       case vm::GuardKind::TensorMatch:
         // Most mismatches are another type (None, a number): decided without the call.
-        program_.check_eq(
-            type_of(value),
-            program_.constant_address(guard.as<vm::TensorMatchPayload>().spec.type.get()), index);
+        program_.check_eq(type_of(value), guarded(guard.as<vm::TensorMatchPayload>().spec.type),
+                          index);
         break;
       default:
         break;

@@ -272,9 +272,14 @@ PyObject* rebuild_new(const vm::OutputRecipe& recipe, const std::vector<at::Tens
       // An instance the traced code made: a fresh object with the attributes it set and, for a
       // dict subclass, the items it holds. Neither goes through the class's own __setattr__
       // or __setitem__: the traced code already ran those, this restores their result.
-      PyObject* cls = PyTuple_GET_ITEM(recipe.constant.get(), 0);
-      PyObject* names = PyTuple_GET_ITEM(recipe.constant.get(), 1);
-      PyObject* item_keys = PyTuple_GET_ITEM(recipe.constant.get(), 2);
+      PyRef held = PyRef::borrow(recipe.object_class.get());
+      if (!held) {  // the guards on the class fail first: not reached
+        PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: the class to rebuild is gone");
+        return nullptr;
+      }
+      PyObject* cls = held.get();
+      PyObject* names = PyTuple_GET_ITEM(recipe.constant.get(), 0);
+      PyObject* item_keys = PyTuple_GET_ITEM(recipe.constant.get(), 1);
       PyRef object = PyRef::steal(PyObject_CallMethod(cls, "__new__", "O", cls));
       if (!object) return nullptr;
       if (recipe.memo >= 0) {  // an attribute may refer back to the object
@@ -330,9 +335,14 @@ PyObject* rebuild_new(const vm::OutputRecipe& recipe, const std::vector<at::Tens
       return dict.release();
     }
     case Kind::Function: {
-      PyObject* parts = recipe.constant.get();  // (code, globals)
-      PyRef function =
-          PyRef::steal(PyFunction_New(PyTuple_GET_ITEM(parts, 0), PyTuple_GET_ITEM(parts, 1)));
+      PyObject* parts = recipe.constant.get();  // (code, globals or None: the frame's)
+      PyObject* globals = PyTuple_GET_ITEM(parts, 1);
+      if (globals == Py_None) globals = inputs.globals;
+      if (globals == nullptr) {
+        PyErr_SetString(PyExc_RuntimeError, "dynvm: internal error: no globals to rebuild with");
+        return nullptr;
+      }
+      PyRef function = PyRef::steal(PyFunction_New(PyTuple_GET_ITEM(parts, 0), globals));
       if (!function) return nullptr;
       using Setter = int (*)(PyObject*, PyObject*);
       const Setter setters[] = {PyFunction_SetDefaults, PyFunction_SetKwDefaults,

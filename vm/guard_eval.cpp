@@ -155,7 +155,7 @@ bool guard_check(const Guard& guard, PyObject* value) {
   switch (guard.kind) {
     case GuardKind::TypeMatch:
       return reinterpret_cast<PyObject*>(Py_TYPE(value)) == guard.as<TypeMatchPayload>().type.get();
-    case GuardKind::IdMatch:
+    case GuardKind::IdMatch:  // get(): nullptr once the object is gone
       return value == guard.as<IdMatchPayload>().object.get();
     case GuardKind::ConstantMatch:
       return constant_matches(value, guard.as<ConstantMatchPayload>().value.get());

@@ -189,12 +189,12 @@ Expected<size_t> GuardSet::merge(const GuardSet& other) {
 Expected<size_t> GuardSet::add_type_match(const SourcePtr& source, PyObject* value) {
   PyTypeObject* type = Py_TYPE(value);
   return add(GuardKind::TypeMatch, source,
-             TypeMatchPayload{PyRef::borrow(reinterpret_cast<PyObject*>(type))},
+             TypeMatchPayload{GuardedObject(reinterpret_cast<PyObject*>(type))},
              " " + type_name(type));
 }
 
 Expected<size_t> GuardSet::add_id_match(const SourcePtr& source, PyObject* value) {
-  return add(GuardKind::IdMatch, source, IdMatchPayload{PyRef::borrow(value)}, "");
+  return add(GuardKind::IdMatch, source, IdMatchPayload{GuardedObject(value)}, "");
 }
 
 Expected<size_t> GuardSet::add_duplicate_input(const SourcePtr& source, const SourcePtr& first) {
@@ -237,7 +237,7 @@ Expected<size_t> GuardSet::add_len_match(const SourcePtr& source, PyObject* valu
   if (length < 0) return make_error("len() failed: " + take_error_text());
   PyTypeObject* type = Py_TYPE(value);
   return add(GuardKind::LenMatch, source,
-             LenMatchPayload{PyRef::borrow(reinterpret_cast<PyObject*>(type)), length},
+             LenMatchPayload{GuardedObject(reinterpret_cast<PyObject*>(type)), length},
              " " + type_name(type) + " len " + std::to_string(length));
 }
 
@@ -250,7 +250,7 @@ Expected<size_t> GuardSet::add_dict_keys(const SourcePtr& source, PyObject* dict
   PyTypeObject* type = Py_TYPE(dict);
   std::string detail = " " + type_name(type) + " " + constants_list_text(keys.get());
   return add(GuardKind::DictKeys, source,
-             DictKeysPayload{PyRef::borrow(reinterpret_cast<PyObject*>(type)), std::move(keys)},
+             DictKeysPayload{GuardedObject(reinterpret_cast<PyObject*>(type)), std::move(keys)},
              detail);
 }
 
@@ -279,7 +279,7 @@ Expected<size_t> GuardSet::add_module_attrs(const SourcePtr& module_source, PyOb
     return make_error("a " + type_name(type) + " has its own __getattribute__");
   }
   ModuleAttrsPayload payload;
-  payload.type = PyRef::borrow(reinterpret_cast<PyObject*>(type));
+  payload.type = GuardedObject(reinterpret_cast<PyObject*>(type));
   payload.type_version = type_version(type);
   payload.dict_version = dict_version(dict);
   std::string detail = ":";

@@ -20,7 +20,7 @@ namespace {
 // `object` borrowed, a torch.Tensor instance. May throw c10::Error.
 TensorSpec read_spec(PyObject* object, const c10::TensorImpl& impl) {
   TensorSpec spec;
-  spec.type = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(object)));
+  spec.type = GuardedObject(reinterpret_cast<PyObject*>(Py_TYPE(object)));
   spec.dtype = static_cast<int8_t>(c10::typeMetaToScalarType(impl.dtype()));
   c10::Device device = impl.device();
   spec.device_type = static_cast<int8_t>(device.type());

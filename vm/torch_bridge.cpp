@@ -857,8 +857,8 @@ class TorchBridge::RecipeBuilder {
           item_keys = constant_tuple(v->mapping_items->keys);
           for (const auto& value : v->mapping_items->items) r.items.push_back(build(value));
         }
-        r.constant =
-            PyRef::steal(PyTuple_Pack(3, v->class_value->py(), names.get(), item_keys.get()));
+        r.object_class = GuardedObject(v->class_value->py());
+        r.constant = PyRef::steal(PyTuple_Pack(2, names.get(), item_keys.get()));
         return r;
       }
       case TracedValue::Kind::Dict: {
@@ -885,7 +885,11 @@ class TorchBridge::RecipeBuilder {
         if (v->flag) break;  // annotations were not kept
         if (!v->code_object || !v->globals) break;
         r.kind = OutputRecipe::Kind::Function;
-        r.constant = PyRef::steal(PyTuple_Pack(2, v->code_object.get(), v->globals.get()));
+        // The traced frame's own globals are the call's (None here): kept by the variant,
+        // which lives on the code object, they would keep that code object alive.
+        PyObject* globals =
+            v->globals.get() == bridge_.context_.root_globals.get() ? Py_None : v->globals.get();
+        r.constant = PyRef::steal(PyTuple_Pack(2, v->code_object.get(), globals));
         for (const ValuePtr& part : {v->defaults, v->kwdefaults, v->closure}) {
           if (part) {
             r.items.push_back(build(part));

@@ -6,6 +6,7 @@
 
 #include "dynvm/frontend/decode.h"
 #include "dynvm/frontend/live_code.h"
+#include "dynvm/vm/code_extra.h"
 #include "dynvm/vm/source_resolver.h"
 #include "known_objects.h"
 #include "lazy_items.h"
@@ -112,20 +113,26 @@ void TraceContext::guard(GuardKind kind, const SourcePtr& source, PyObject* obje
   if (!added) unsupported("cannot guard " + source->to_string() + ": " + added.error().message);
 }
 
+namespace {
+
+// The decoded form of a code object, kept on the code object itself so that it goes when
+// the code object does (runtime-made code: exec, namedtuple, torch.fx) and so that holding
+// it does not keep the code object alive. Traces in flight hold their own shared_ptr.
+struct DecodedCode {
+  std::shared_ptr<const frontend::CodeInfo> info;
+};
+
+}  // namespace
+
 std::shared_ptr<const frontend::CodeInfo> TraceContext::code_info(PyObject* code) {
-  // Decoded code, keyed by the code object, which the cache keeps alive. Leaked on
-  // purpose: destroying it after the interpreter is gone would touch Python objects.
-  static auto& cache =
-      *new std::unordered_map<PyObject*,
-                              std::pair<PyRef, std::shared_ptr<const frontend::CodeInfo>>>();
-  auto it = cache.find(code);
-  if (it != cache.end()) return it->second.second;
+  DecodedCode* kept = CodeExtra<DecodedCode>::get(code, true);  // nullptr: no slot left
+  if (kept != nullptr && kept->info) return kept->info;
   auto raw = frontend::raw_code_from_live(reinterpret_cast<PyCodeObject*>(code));
   if (!raw) unsupported("cannot read code object: " + raw.error().message);
   auto decoded = frontend::decode(*raw.value());
   if (!decoded) unsupported("cannot decode code object: " + decoded.error().message);
   auto info = std::make_shared<const frontend::CodeInfo>(std::move(decoded).value());
-  cache.emplace(code, std::make_pair(PyRef::borrow(code), info));
+  if (kept != nullptr) kept->info = info;
   return info;
 }
 

@@ -190,7 +190,8 @@ class TraceContext {
   // on what it has left.
   bool read_live_iterator = false;
 
-  // The decoded code of a live code object, cached for the process.
+  // The decoded code of a live code object, cached on the code object (its co_extra) and
+  // freed with it; the shared_ptr keeps it for as long as the caller needs it.
   static std::shared_ptr<const frontend::CodeInfo> code_info(PyObject* code);  // borrowed
 
  private:

@@ -3,6 +3,8 @@ a graph break, where the frame holds one, and as a returned value. Before, eithe
 whole frame run eagerly ("a graph break where the frame holds a function, which cannot be
 rebuilt"; "returning a function"). Each function is compared with eager under both
 backends, with the number of graphs it now keeps."""
+import types
+
 import pytest
 import torch
 
@@ -81,3 +83,24 @@ def test_a_returned_closure(backend):
         got, want = compiled(x), make_adder(x)
         assert got.__qualname__ == want.__qualname__ and got.__code__ is want.__code__
         torch.testing.assert_close(got(torch.ones(3)), want(torch.ones(3)))
+
+
+@pytest.mark.parametrize("backend", ["eager", "dynvm"])
+def test_a_returned_function_gets_the_globals_of_the_call(backend):
+    # One code object under two globals shares its variants: the rebuilt function takes the
+    # calling frame's globals, as eager's does. Before, it kept those of the call traced
+    # first (and with them, that code object, for good).
+    first = {"K": 2}
+    exec("def f(x):\n    def h(y):\n        return y * K\n    return h, x + 1\n", first)
+    second = {"K": 3}
+    f_first = first["f"]
+    f_second = types.FunctionType(f_first.__code__, second)
+    compiled_first = dynvm.compile(f_first, backend=backend)
+    compiled_second = dynvm.compile(f_second, backend=backend)
+    x = torch.ones(2)
+    for _ in range(3):
+        h_first, _ = compiled_first(x)
+        h_second, _ = compiled_second(x)
+        assert h_first.__globals__ is first and h_second.__globals__ is second
+        assert torch.equal(h_second(x), f_second(x)[0](x))
+    assert dynvm.counters["frames_traced"] == 1

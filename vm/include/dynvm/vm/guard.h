@@ -12,6 +12,7 @@
 
 #include "dynvm/support/expected.h"
 #include "dynvm/support/py_ref.h"
+#include "dynvm/vm/guarded_object.h"
 #include "dynvm/vm/source.h"
 #include "dynvm/vm/source_resolver.h"
 #include "dynvm/vm/tensor_spec.h"
@@ -20,12 +21,15 @@
 namespace dynvm::vm {
 
 // Payloads. Every PyRef is owned by the guard; objects compare by identity unless noted.
+// Objects and types compared by identity are held weakly where they can be (GuardedObject):
+// a variant must not keep its own code object alive through the functions, modules and
+// classes it guards on.
 
 struct TypeMatchPayload {  // type(src) is type
-  PyRef type;
+  GuardedObject type;
 };
 struct IdMatchPayload {  // src is object (modules, functions, classes, None/True/False, ...)
-  PyRef object;
+  GuardedObject object;
 };
 // type(src) is type(value) and src == value, compared in C per exact type (floats also compare
 // the sign of zero; a NaN matches nothing).
@@ -36,11 +40,11 @@ struct TensorMatchPayload {
   TensorSpec spec;
 };
 struct LenMatchPayload {  // type(src) is type and len(src) == length
-  PyRef type;
+  GuardedObject type;
   Py_ssize_t length = 0;
 };
 struct DictKeysPayload {  // type(src) is type and list(src) == list(keys), in order
-  PyRef type;
+  GuardedObject type;
   PyRef keys;  // a tuple of constants
   // The dict last found to match (compared, never dereferenced) and its version tag then:
   // while a dict has that tag it is that dict, unmodified, and matches again.
@@ -77,7 +81,7 @@ struct ModuleAttr {
   bool by_identity = false;
 };
 struct ModuleAttrsPayload {
-  PyRef type;
+  GuardedObject type;
   mutable unsigned int type_version = 0;  // 0: the fast path is off
   mutable uint64_t dict_version = 0;
   std::vector<ModuleAttr> attrs;

@@ -8,7 +8,7 @@
 
 #include "dynvm/graph/sym_expr.h"
 #include "dynvm/support/expected.h"
-#include "dynvm/support/py_ref.h"
+#include "dynvm/vm/guarded_object.h"
 
 namespace dynvm::vm {
 
@@ -30,7 +30,7 @@ struct SymDim {
 std::vector<int64_t>& bound_symbols();
 
 struct TensorSpec {
-  PyRef type;              // the exact Python type: torch.Tensor, nn.Parameter or a subclass
+  GuardedObject type;      // the exact Python type: torch.Tensor, nn.Parameter or a subclass
   std::string type_name;   // "torch.Tensor", "torch.nn.parameter.Parameter"
   int8_t dtype = 0;        // a c10::ScalarType
   int8_t device_type = 0;  // a c10::DeviceType

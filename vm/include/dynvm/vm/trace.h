@@ -16,6 +16,7 @@
 #include "dynvm/graph/graph.h"
 #include "dynvm/support/py_ref.h"
 #include "dynvm/vm/guard.h"
+#include "dynvm/vm/guarded_object.h"
 #include "dynvm/vm/source.h"
 
 namespace dynvm::vm {
@@ -61,8 +62,9 @@ struct OutputRecipe {
     Dict,
     Size,
     NewObject,
-    Function,  // a function the trace made: constant = (code, globals); items = defaults,
-               // keyword defaults, closure (a Tuple of cells), each a Constant None if absent
+    Function,  // a function the trace made: constant = (code, globals), globals None when
+               // they are the traced frame's own; items = defaults, keyword defaults,
+               // closure (a Tuple of cells), each a Constant None if absent
     // Kinds that only the frame state at a graph break uses (ResumePoint):
     Null,          // an unbound local, or CPython's NULL on the value stack
     Iterator,      // iter() over the rebuilt `items` (what a loop had left to visit)
@@ -78,12 +80,15 @@ struct OutputRecipe {
   Kind kind = Kind::Constant;
   int index = -1;  // GraphOutput: which graph output; see the kinds above
   int memo = -1;   // >= 0: keep what this builds, for MemoRef (identity)
-  // Constant; Dict: the keys tuple; Tuple: the type; NewObject: (class, attribute names or
-  // None, item keys or None): with names, `items` start with one value per name (set with
+  // Constant; Dict: the keys tuple; Tuple: the type; NewObject: (attribute names or None,
+  // item keys or None): with names, `items` start with one value per name (set with
   // object.__setattr__); with None, items[0] is a Dict that becomes the object's __dict__.
   // Item keys (a dict subclass) take the values after those, set through the builtin dict
   // base's own __setitem__.
   PyRef constant;
+  // NewObject: the class, held weakly as the guards that name it hold it (it may be defined
+  // next to the traced code, which the variant lives on); they fail once it is gone.
+  GuardedObject object_class;
   PyRef dict_type;                  // Dict: the dict subclass it is (OrderedDict); null: dict
   SourcePtr source;                 // FromSource
   std::vector<OutputRecipe> items;  // Tuple, List, Dict values
@@ -179,8 +184,8 @@ Trace trace_function(PyObject* function, const std::vector<PyObject*>& arguments
 // that the graph holds only work that comes before it. Same contract as trace_function.
 Trace trace_frame(const FrameStart& start, const TraceOptions& options = {});
 
-// The decoded form of a live code object (borrowed), cached for the process; nullptr when
-// it cannot be decoded.
+// The decoded form of a live code object (borrowed), cached on the code object and freed
+// with it (the shared_ptr outlives it safely); nullptr when it cannot be decoded.
 std::shared_ptr<const frontend::CodeInfo> decoded_code(PyObject* code);
 
 }  // namespace dynvm::vm

@@ -1,10 +1,12 @@
 // code_extra: a C++ object kept on a code object (its co_extra slots, PEP 523), created
-// on first use and deleted with the code object. One slot per type T.
+// on first use and deleted with the code object. One slot per type T. Here in the VM, the
+// lowest layer that knows live code objects, so that the VM's caches and the runtime's
+// share it.
 #pragma once
 
 #include <Python.h>
 
-namespace dynvm::runtime {
+namespace dynvm::vm {
 
 template <typename T>
 class CodeExtra {
@@ -53,4 +55,4 @@ class CodeExtra {
   }
 };
 
-}  // namespace dynvm::runtime
+}  // namespace dynvm::vm
