@@ -1467,7 +1467,12 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
       while (ValuePtr item = next_item(ctx, items)) acc = call_value(ctx, args[0], {acc, item}, {});
       return acc;
     }
-    consume_lazy_arguments(ctx, &args, &kwargs, false);
+    // str.join and bytes.join make a sequence of every item before they join any.
+    const char* method = reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name;
+    bool takes_whole = self != nullptr &&
+                       (PyUnicode_CheckExact(self) || PyBytes_CheckExact(self)) &&
+                       std::strcmp(method, "join") == 0;
+    consume_lazy_arguments(ctx, &args, &kwargs, takes_whole);
     if (is_pure_module(module) ||
         (self != nullptr && PyModule_Check(self) && is_pure_module(PyModule_GetName(self)))) {
       if (all_concrete(args, kwargs)) return call_concrete(fn, args, kwargs);

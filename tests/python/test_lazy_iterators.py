@@ -278,8 +278,19 @@ def isinstance_leaves_a_generator_alone(x, box):
     return is_generator, list(g), box.n
 
 
+def joined_by_str_join(x, box):
+    # str.join takes every item before joining: the generator's writes all come first.
+    def names():
+        for i in range(3):
+            box.n += 1
+            box.log.append(i)
+            yield "v%d" % box.n
+    text = ",".join(names())
+    return x * box.n, text, len(box.log)
+
+
 WHOLE = [
-    consumed_whole_by_builtins, isinstance_leaves_a_generator_alone,
+    consumed_whole_by_builtins, isinstance_leaves_a_generator_alone, joined_by_str_join,
     consumer_increments_what_generator_yields, generator_increments_what_consumer_reads,
     generator_appends_to_an_argument_list, generator_changes_what_it_yielded,
     consumer_changes_what_generator_yielded, enumerate_over_a_generator, zip_over_a_generator,
