@@ -163,6 +163,8 @@ class Comparer:
                 raise Mismatch("value", f"{where}: maxlen {actual.maxlen}, eager {expected.maxlen}")
             for i, (a, e) in enumerate(zip(actual, expected)):
                 self.same(a, e, f"{where}[{i}]", deeper)
+        elif isinstance(expected, (set, frozenset)):
+            self.same_set(actual, expected, where, deeper)
         elif isinstance(expected, BaseException):
             self.same(actual.args, expected.args, f"{where}.args", deeper)
         elif isinstance(expected, type):
@@ -177,6 +179,31 @@ class Comparer:
             self.same(vars(actual), vars(expected), f"{where}.__dict__", deeper)
         elif actual != expected:
             raise Mismatch("value", f"{where}: {_short(actual)}, eager {_short(expected)}")
+
+    def same_set(self, actual, expected, where, depth):
+        """A set holding tensors (hashed by identity) cannot be compared with `==` across
+        the two runs, whose tensors are other objects, and its order follows their
+        addresses: the other items must be equal, and each eager tensor must have a
+        matching compiled one."""
+        if len(actual) != len(expected):
+            raise Mismatch("length", f"{where}: length {len(actual)} {_short(actual)}, "
+                                     f"eager {len(expected)} {_short(expected)}")
+        tensors = [t for t in expected if isinstance(t, torch.Tensor)]
+        others = {v for v in expected if not isinstance(v, torch.Tensor)}
+        mine = [t for t in actual if isinstance(t, torch.Tensor)]
+        if {v for v in actual if not isinstance(v, torch.Tensor)} != others or \
+                len(mine) != len(tensors):
+            raise Mismatch("value", f"{where}: {_short(actual)}, eager {_short(expected)}")
+        for e in tensors:
+            for i, a in enumerate(mine):
+                try:
+                    self.same(a, e, f"{where} (a tensor)", depth)
+                except Mismatch:
+                    continue
+                del mine[i]
+                break
+            else:
+                raise Mismatch("value", f"{where}: no tensor matches {_short(e)}")
 
     def same_callable(self, actual, expected, where):
         if getattr(actual, "__qualname__", actual) != getattr(expected, "__qualname__", expected):

@@ -361,7 +361,14 @@ ValuePtr load_attribute(TraceContext& ctx, const ValuePtr& object, const std::st
       }
       PyRef value = PyRef::steal(PyObject_GetAttrString(object->py(), name.c_str()));
       if (!value) unsupported_from_python_error("attribute " + name);
-      if (PyCFunction_Check(value.get())) return TracedValue::object(value);
+      if (PyCFunction_Check(value.get())) {
+        // A method of the caller's own set (add, update) is read from that set again where
+        // a break rebuilds the frame, so that eager code calls it on the caller's object.
+        if (object->source && PySet_Check(object->py())) {
+          return TracedValue::object(value, Source::attr(object->source, name));
+        }
+        return TracedValue::object(value);
+      }
       return TracedValue::constant(value);
     }
     case TracedValue::Kind::Tuple:

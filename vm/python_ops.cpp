@@ -254,6 +254,11 @@ ValuePtr binary_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const 
     unsupported(std::string("operator ") + name + " on a " + lhs->describe() + " and a " +
                 rhs->describe());
   }
+  if (inplace && lhs->source && PySet_Check(a.get())) {
+    // `s |= ...` on a set the caller has would change the caller's object while tracing,
+    // and no graph replays it: eager runs it on the caller's set.
+    unsupported(std::string("operator ") + name + " on a set that existed before the call");
+  }
   return concrete_call(operator_function(name), {a.get(), b.get()});
 }
 

@@ -684,7 +684,10 @@ class TorchBridge::RecipeBuilder {
     // One traced object reached twice is rebuilt once (`return d, d.keys()` returns a view
     // of the very dict returned).
     if (identity_matters(v)) {
-      auto seen = memo_.find(v.get());
+      // A set the trace made is one object however many traced values hold it (`t = s;
+      // s |= {1}` leaves two): known by the object.
+      const void* key = is_made_set(v) ? static_cast<const void*>(v->py()) : v.get();
+      auto seen = memo_.find(key);
       if (seen != memo_.end()) {
         OutputRecipe r;
         r.kind = OutputRecipe::Kind::MemoRef;
@@ -692,12 +695,20 @@ class TorchBridge::RecipeBuilder {
         return r;
       }
       int id = static_cast<int>(memo_.size());
-      memo_.emplace(v.get(), id);
+      memo_.emplace(key, id);
       OutputRecipe r = build_new(v);
       r.memo = id;
       return r;
     }
     return build_new(v);
+  }
+
+  // A set the trace made (a display, set(), a set operator's result): a new object on
+  // every eager call, so each rebuild copies it, where a constant would hand out one object
+  // that every call shares and mutates.
+  static bool is_made_set(const ValuePtr& v) {
+    return v->kind == TracedValue::Kind::Constant && v->obj && !v->source &&
+           PySet_CheckExact(v->py());
   }
 
   // The value a side effect replays: how many items a live iterator gave, the new contents
@@ -742,6 +753,7 @@ class TorchBridge::RecipeBuilder {
 
  private:
   static bool identity_matters(const ValuePtr& v) {
+    if (is_made_set(v)) return true;
     switch (v->kind) {
       case TracedValue::Kind::List:
       case TracedValue::Kind::Dict:
@@ -804,8 +816,12 @@ class TorchBridge::RecipeBuilder {
       }
       case TracedValue::Kind::Constant:
       case TracedValue::Kind::Range:
-        r.kind = v->obj && PyExceptionInstance_Check(v->py()) ? OutputRecipe::Kind::FreshCopy
-                                                              : OutputRecipe::Kind::Constant;
+        // A set read from a source is the caller's object, which eager code after a break
+        // may mutate: never a copy the trace took.
+        if (v->source && v->obj && PySet_CheckExact(v->py())) return from_source(v->source);
+        r.kind = v->obj && (PyExceptionInstance_Check(v->py()) || is_made_set(v))
+                     ? OutputRecipe::Kind::FreshCopy
+                     : OutputRecipe::Kind::Constant;
         // A symbolic size kept past the graph is its value in this trace, guarded.
         r.constant = v->is_constant() && v->obj ? concrete_number(v->py()) : v->obj;
         return r;
@@ -966,7 +982,7 @@ class TorchBridge::RecipeBuilder {
   bool for_resume_;
   static constexpr int kMaxDepth = 200;
   int depth_ = 0;
-  std::map<const TracedValue*, int> memo_;
+  std::map<const void*, int> memo_;  // traced values, and the sets the trace made
 };
 
 OutputRecipe TorchBridge::output_recipe(const ValuePtr& value,

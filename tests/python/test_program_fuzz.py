@@ -236,6 +236,20 @@ def test_harness_compares_namedtuple_and_defaultdict_types_exactly():
     comparer.same(collections.deque([1], maxlen=2), collections.deque([1], maxlen=2), "result")
 
 
+def test_harness_compares_sets_of_tensors_by_value():
+    # Found by seed 73, program 3027: a set holding an input tensor orders its items by
+    # the tensor's address, and `==` compares tensors by identity, so eager's and the
+    # compiled run's sets (other tensor objects) never compared equal.
+    comparer = program_fuzz.Comparer({}, {}, exact=True)
+    a, b = torch.arange(4), torch.ones(2)
+    comparer.same({0, 7, a.clone(), b.clone()}, {b, 0, a, 7}, "result")
+    comparer.same(frozenset({a.clone()}), frozenset({a}), "result")
+    for wrong in ({0, 7, a + 1, b.clone()}, {0, 8, a.clone(), b.clone()}, {0, 7, a.clone()},
+                  frozenset({0, 7, a.clone(), b.clone()})):
+        with pytest.raises(program_fuzz.Mismatch):
+            comparer.same(wrong, {0, 7, a, b}, "result")
+
+
 def test_harness_accepts_rounding_only_under_backend_dynvm():
     x = torch.randn(100)
     rounded = x * (1 + 1e-7)

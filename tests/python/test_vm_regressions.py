@@ -1559,3 +1559,74 @@ def test_a_generator_mutating_only_its_own_values_is_traced(backend):
 
 # The consumer changing what a generator reads between its steps ([0, 0, 0] where eager
 # gives [0, 1, 2]): test_lazy_iterators.py::consumer_increments_what_generator_yields.
+
+
+# Sets (found by the program fuzzer, seed 73, program 3027: `st2 = {0, 1, 2}; st2 |= {7, m}`
+# grew by one item on every call). A set the trace made was rebuilt at a break as the one
+# object it made while tracing, shared and mutated by every call; a set the caller passed
+# was changed in place while tracing (`s |= ...`), or rebuilt at a break as that first
+# call's set (`s.add(...)`), so later calls lost the change.
+SETS_GLOBAL = {0}
+
+
+def _set_made_here_then_a_break(m):
+    st = {0, 1, 2}
+    st |= {7, m}  # a set holding a tensor: a break, `|=` runs eagerly
+    return len(st)
+
+
+def _set_argument_in_place_operator(s, x):
+    s |= {1}
+    s -= {7}
+    return x * 2
+
+
+def _set_argument_methods(s, x):
+    y = x * 3
+    s.add(5)
+    s.update({x.shape[0]})
+    s.discard(7)
+    return y, len(s)
+
+
+def _set_global_in_place_operator(s, x):
+    t = SETS_GLOBAL
+    t |= {9}
+    return x * 2, sorted(t)
+
+
+def _sets_made_here_keep_their_identity(s, x):
+    a = {1}
+    b = a
+    a |= {2}
+    return x * 2, a, b, a is b, {3}
+
+
+@pytest.mark.parametrize("backend", ["eager", pytest.param("dynvm", marks=needs_codegen)])
+@pytest.mark.parametrize("fn", [_set_made_here_then_a_break, _set_argument_in_place_operator,
+                                _set_argument_methods, _set_global_in_place_operator,
+                                _sets_made_here_keep_their_identity],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_sets_mutated_in_place_match_eager_on_every_call(fn, backend):
+    compiled = dynvm.compile(fn, backend=backend)
+    returned = []
+    for call in range(4):
+        # Equal arguments on every call: the later calls run the first call's variant.
+        x = torch.ones(2)
+        args = {"_set_made_here_then_a_break": lambda: [x > 0]}.get(
+            fn.__name__, lambda: [{7, 1}, x])
+        expected_args, actual_args = args(), args()
+        SETS_GLOBAL.clear()
+        SETS_GLOBAL.add(0)
+        expected = fn(*expected_args)
+        expected_global = set(SETS_GLOBAL)
+        SETS_GLOBAL.clear()
+        SETS_GLOBAL.add(0)
+        actual = compiled(*actual_args)
+        assert repr(actual) == repr(expected), f"call {call}"
+        if isinstance(expected_args[0], set):
+            assert actual_args[0] == expected_args[0], f"call {call}"
+        assert set(SETS_GLOBAL) == expected_global, f"call {call}"
+        returned.append(actual)
+    if fn is _sets_made_here_keep_their_identity:
+        assert returned[0][1] is not returned[1][1]  # a new set on every call, as in eager
