@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "dynvm/graph/op_properties.h"
@@ -451,6 +452,51 @@ bool literal_argument(PyObject* o, graph::Argument* out) {
   return true;
 }
 
+// Matrix products and convolutions whose Meta kernels accept operands of different dtypes,
+// which their CPU and CUDA kernels refuse ("mat1 and mat2 must have the same dtype"): a
+// graph holding one would not raise where eager does, or not at all once its unused result
+// is dropped. The call runs eagerly instead, and raises there as in eager.
+const std::set<std::string_view>& same_dtype_operators() {
+  static const std::set<std::string_view> ops = {"aten::mm",
+                                                 "aten::addmm",
+                                                 "aten::bmm",
+                                                 "aten::baddbmm",
+                                                 "aten::addbmm",
+                                                 "aten::matmul",
+                                                 "aten::linear",
+                                                 "aten::mv",
+                                                 "aten::addmv",
+                                                 "aten::dot",
+                                                 "aten::vdot",
+                                                 "aten::addr",
+                                                 "aten::conv1d",
+                                                 "aten::conv2d",
+                                                 "aten::conv3d",
+                                                 "aten::convolution",
+                                                 "aten::_convolution",
+                                                 "aten::conv_transpose1d",
+                                                 "aten::conv_transpose2d",
+                                                 "aten::conv_transpose3d"};
+  return ops;
+}
+
+void refuse_mixed_dtypes(const char* op, PyObject* bound) {
+  std::string_view name(op);
+  name = name.substr(0, name.find('.'));
+  if (same_dtype_operators().count(name) == 0) return;
+  int dtype = -1;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(bound); ++i) {
+    PyObject* value = PyTuple_GET_ITEM(PyList_GET_ITEM(bound, i), 2);
+    if (!is_tensor(value)) continue;
+    int here = static_cast<int>(meta_without_sizes(value).dtype);
+    if (dtype >= 0 && here != dtype) {
+      unsupported(std::string("operator ") + op +
+                  " on tensors of different dtypes (eager's kernel refuses them)");
+    }
+    dtype = here;
+  }
+}
+
 }  // namespace
 
 void TorchBridge::sync_grad_mode() {
@@ -478,6 +524,7 @@ void TorchBridge::add_records(PyObject* records) {
     }
     PyObject* bound = PyTuple_GET_ITEM(rec, 1);    // list of (name, kwarg_only, value)
     PyObject* outputs = PyTuple_GET_ITEM(rec, 2);  // list
+    refuse_mixed_dtypes(op, bound);
     std::function<graph::Argument(PyObject*)> convert = [&](PyObject* o) -> graph::Argument {
       if (is_tensor(o)) {
         graph::Value* v = value_for_fake(o);

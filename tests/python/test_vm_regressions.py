@@ -1630,3 +1630,25 @@ def test_sets_mutated_in_place_match_eager_on_every_call(fn, backend):
         returned.append(actual)
     if fn is _sets_made_here_keep_their_identity:
         assert returned[0][1] is not returned[1][1]  # a new set on every call, as in eager
+
+
+def _unused_linear_of_an_int_tensor(c, net):
+    v = net(c)  # noqa: F841  (unused: a graph would drop it)
+    return c + 1
+
+
+@pytest.mark.parametrize("backend", ["eager", pytest.param("dynvm", marks=needs_codegen)])
+def test_a_matrix_product_of_mixed_dtypes_raises_as_in_eager(backend):
+    # Found by the program fuzzer (seed 73, program 6063): the Meta kernels of addmm and
+    # its kin accept operands of different dtypes, which eager's kernels refuse, so backend
+    # "dynvm" dropped the unused Linear of an integer tensor and returned where eager raised.
+    net = torch.nn.Linear(4, 4)
+    c = torch.ones(5, 4, dtype=torch.long)
+    with pytest.raises(RuntimeError, match="same dtype") as eager_error:
+        _unused_linear_of_an_int_tensor(c, net)
+    compiled = dynvm.compile(_unused_linear_of_an_int_tensor, backend=backend)
+    for _ in range(2):
+        with pytest.raises(RuntimeError) as compiled_error:
+            compiled(c, net)
+        assert str(compiled_error.value) == str(eager_error.value)
+    assert torch.equal(compiled(c.float(), net), c.float() + 1)  # same dtypes: compiled
