@@ -317,6 +317,54 @@ def f(a, b, lin):
     return b * 2
 '''
 
+SET_GROWN_AFTER_A_BREAK = '''
+import torch
+
+
+def make_inputs(seed=992226855, variant=0):
+    g = torch.Generator().manual_seed(seed)
+    m = torch.rand((4, 4), generator=g) > 0.5
+    return [m], {}
+
+
+def f(m):
+    v0, v1 = (m, 2)
+    v0, v1 = (v1, v0)
+    st2 = {0, 1, 2}
+    st2 |= {7, v1}
+    v5 = len(st2)
+    return (v5,)
+'''
+
+LINEAR_OF_AN_INT_TENSOR = '''
+import torch
+
+
+class Net(torch.nn.Module):
+
+    def __init__(self, width, g):
+        super().__init__()
+        self.lin = torch.nn.Linear(width, width)
+        with torch.no_grad():  # the same weights in the eager and the compiled run
+            self.lin.weight.copy_(torch.randn((width, width), generator=g))
+            self.lin.bias.zero_()
+        self.scale = 0.5
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * self.scale
+
+
+def make_inputs(seed=969503391, variant=0):
+    g = torch.Generator().manual_seed(seed)
+    c = torch.randint(-4, 5, (5, 4), generator=g)
+    return [c, Net(4, g)], {}
+
+
+def f(c, net):
+    v4 = c
+    v5 = net(v4)
+'''
+
 # (title, backend, program, what differs); program_fuzz.KNOWN_BUGS recognises them in runs.
 KNOWN_FINDINGS = [
 ]
@@ -341,6 +389,13 @@ FIXED_FINDINGS = [
     # backend dynvm gave b * 2 requires_grad=True: the graph also computes lin(a), so it
     # runs as one autograd node, which marked every output differentiable.
     ("output_without_grad_dynvm", "dynvm", UNUSED_PARAMETER_GRAPH),
+    # Seed 73, program 3027: the set the trace made was rebuilt at the break (a set display
+    # holding a tensor) as one object that every call's eager `|=` grew: 5, 6, 7, ...
+    ("set_grown_after_a_break_eager", "eager", SET_GROWN_AFTER_A_BREAK),
+    ("set_grown_after_a_break_dynvm", "dynvm", SET_GROWN_AFTER_A_BREAK),
+    # Seed 73, program 6063: eager raises (mat1 and mat2 of different dtypes); backend dynvm
+    # dropped the unused Linear, whose Meta kernel accepted the dtypes, and returned None.
+    ("linear_of_an_int_tensor_dynvm", "dynvm", LINEAR_OF_AN_INT_TENSOR),
 ]
 
 
