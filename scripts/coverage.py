@@ -150,6 +150,24 @@ def merge_dumps(directories):
     return merged, processes
 
 
+# Opcodes that cannot meet the VM, with why: it traces function frames (not module or
+# class bodies, not coroutines, whose frames the frame hook leaves to CPython), and some
+# are never run by CPython itself. The report lists them apart from those never met.
+_MODULE_OR_CLASS_BODY = "only in module or class bodies"
+_COROUTINE = "only in coroutines and async generators, left to CPython"
+NOT_IN_TRACED_CODE = {
+    **dict.fromkeys(["STORE_NAME", "LOAD_NAME", "DELETE_NAME", "SETUP_ANNOTATIONS",
+                     "IMPORT_STAR", "LOAD_CLASSDEREF", "LOAD_LOCALS",
+                     "LOAD_FROM_DICT_OR_GLOBALS", "LOAD_FROM_DICT_OR_DEREF"],
+                    _MODULE_OR_CLASS_BODY),
+    "PRINT_EXPR": "only in the interactive interpreter",
+    **dict.fromkeys(["GET_AITER", "GET_ANEXT", "BEFORE_ASYNC_WITH", "END_ASYNC_FOR",
+                     "ASYNC_GEN_WRAP", "GET_AWAITABLE"], _COROUTINE),
+    "INTERPRETER_EXIT": "never run by CPython: the entry frame's",
+    "END_FOR": "never run by CPython 3.12: FOR_ITER jumps past it",
+}
+
+
 def opcode_rows(table, names):
     """One row per opcode: `names` (this Python's) first, then any other met."""
     rows = []
@@ -179,8 +197,13 @@ def format_markdown(merged, processes, command):
             text = "; ".join(f"{r.replace('|', '/')} ({n})" for r, n in reasons)
             lines.append(f"| {name} | {c['executed']:,} | {c['breaks']:,} | {c['refused']:,} "
                          f"| {text} |")
-        never = [name for name, c in rows if not (c["executed"] or c["breaks"])]
+        unmet = [name for name, c in rows if not (c["executed"] or c["breaks"])]
+        never = [name for name in unmet if name not in NOT_IN_TRACED_CODE]
+        apart = [f"{name} ({NOT_IN_TRACED_CODE[name]})" for name in unmet
+                 if name in NOT_IN_TRACED_CODE]
         lines += ["", "Never met: " + (", ".join(never) if never else "none") + ".", ""]
+        if apart:
+            lines += ["Not in code the VM traces: " + "; ".join(apart) + ".", ""]
     return "\n".join(lines)
 
 

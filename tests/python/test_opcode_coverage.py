@@ -145,3 +145,17 @@ def test_the_table_of_another_version_comes_from_its_opcode_dump():
     assert "LOAD_FAST" in names and "CALL" in names
     assert not any(name.startswith("INSTRUMENTED_") for name in names)
     assert "LOAD_ATTR_INSTANCE_VALUE" not in names  # a specialisation of LOAD_ATTR
+
+
+def test_opcodes_that_cannot_meet_the_vm_are_listed_apart_with_why():
+    script = load_coverage_script()
+    table = {"BINARY_OP": {"executed": 3, "breaks": 0, "refused": 0, "reasons": {}}}
+    text = script.format_markdown({"3.11": table}, {"3.11": 1}, "test")
+    never = next(line for line in text.splitlines() if line.startswith("Never met: "))
+    apart = next(line for line in text.splitlines()
+                 if line.startswith("Not in code the VM traces: "))
+    assert "STORE_NAME" not in never and "STORE_NAME (only in module or class bodies)" in apart
+    assert "GET_AITER (only in coroutines" in apart
+    assert "MATCH_KEYS" in never and "MATCH_KEYS" not in apart  # reachable: still never met
+    assert "BINARY_OP" not in never
+
