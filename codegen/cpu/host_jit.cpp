@@ -4,9 +4,11 @@
 
 #include "cpu/host_jit.h"
 
+#include <llvm/ExecutionEngine/JITLink/EHFrameSupport.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -62,7 +64,29 @@ HostJit* create_host_jit() {
     return host;
   }
   host->quick_target_machine = std::move(*quick_machine);
-  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(builder).create();
+  // JITLink, not RuntimeDyld (LLVM 16's default on x86-64 ELF): RuntimeDyld's memory
+  // manager maps an object's code and its constants separately, and once they land more
+  // than 2 GB apart (the process's other mappings between them) the code's 32-bit
+  // PC-relative loads of its constants silently wrap to unmapped or foreign memory, which
+  // crashed kernels loaded from the disk cache. JITLink maps each object in one block,
+  // reaches other symbols through its own GOT and stubs, and fails a relocation out of
+  // range instead of truncating it. The plugin registers each object's unwind tables, so
+  // an exception thrown below the glue (an ATen call) unwinds through JIT frames.
+  auto jit =
+      llvm::orc::LLJITBuilder()
+          .setJITTargetMachineBuilder(builder)
+          .setObjectLinkingLayerCreator(
+              [](llvm::orc::ExecutionSession& session,
+                 const llvm::Triple&) -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+                auto layer = std::make_unique<llvm::orc::ObjectLinkingLayer>(session);
+                // Registered in this process directly: the executor-side wrapper that
+                // LLJIT's own JITLink set-up looks up by name is not visible to a lookup
+                // from a Python extension module (loaded RTLD_LOCAL with libLLVM).
+                layer->addPlugin(std::make_unique<llvm::orc::EHFrameRegistrationPlugin>(
+                    session, std::make_unique<llvm::jitlink::InProcessEHFrameRegistrar>()));
+                return std::unique_ptr<llvm::orc::ObjectLayer>(std::move(layer));
+              })
+          .create();
   if (!jit) {
     host->error = llvm_error(jit.takeError());
     return host;
