@@ -511,6 +511,9 @@ class Differentiator {
         op == "aten::convolution") {
       return convolution(node, op, g);
     }
+    if (op == "aten::_scaled_dot_product_flash_attention_for_cpu") {
+      return cpu_flash_attention(node, g);
+    }
     if (op == "aten::max_pool2d" || op == "aten::max_pool2d_with_indices") {
       if (node.num_outputs() > 1 && grad(node.output(1)) != nullptr) return false;
       std::vector<Argument> pool{x};
@@ -667,6 +670,41 @@ class Differentiator {
     return true;
   }
 
+  // Scaled dot-product attention as the CPU dispatches it (flash attention, which also
+  // returns each row's logsumexp): ATen's own backward from the forward's output and
+  // logsumexp, so nothing of the attention matrix is saved or recomputed.
+  bool cpu_flash_attention(const Node& node, Value* g) {
+    Value* query = tensor_argument(node, 0, "query");
+    Value* key = tensor_argument(node, 1, "key");
+    Value* value = tensor_argument(node, 2, "value");
+    if (query == nullptr || key == nullptr || value == nullptr) {
+      throw NoRule{"attention on non-tensor operands"};
+    }
+    if (grad(node.output(1)) != nullptr) throw NoRule{"a gradient for attention's logsumexp"};
+    const Argument* dropout = argument(node, 3, "dropout_p");
+    bool no_dropout = dropout == nullptr || dropout->is_none() ||
+                      (dropout->kind() == Argument::Kind::Double && dropout->as_double() == 0.0) ||
+                      (dropout->kind() == Argument::Kind::Int && dropout->as_int() == 0);
+    if (!no_dropout) {
+      throw NoRule{"attention with dropout"};  // the forward's draws are not kept
+    }
+    const Argument* mask = argument(node, 5, "attn_mask");
+    if (mask != nullptr && mask->is_value() && needs(mask->as_value())) {
+      throw NoRule{"a gradient for attention's mask"};
+    }
+    const Argument* scale = argument(node, 6, "scale");
+    Node* back = extern_node("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+                             {g, query, key, value, node.output(0), node.output(1), real(0.0),
+                              Argument::boolean(bool_argument(node, 4, "is_causal", false))},
+                             {meta(query), meta(key), meta(value)});
+    if (mask != nullptr && !mask->is_none()) back->set_kwarg("attn_mask", *mask);
+    if (scale != nullptr && !scale->is_none()) back->set_kwarg("scale", *scale);
+    if (needs(query)) add(query, back->output(0));
+    if (needs(key)) add(key, back->output(1));
+    if (needs(value)) add(value, back->output(2));
+    return true;
+  }
+
   Graph& graph_;
   NodeBuilder b_;
   std::vector<bool> needs_;    // by value id
@@ -756,6 +794,7 @@ constexpr std::string_view kRuleOps[] = {"aten::neg",
                                          "aten::conv2d",
                                          "aten::conv3d",
                                          "aten::convolution",
+                                         "aten::_scaled_dot_product_flash_attention_for_cpu",
                                          "aten::max_pool2d",
                                          "aten::max_pool2d_with_indices",
                                          "aten::adaptive_avg_pool2d",

@@ -175,6 +175,35 @@ def test_embedding_and_attention_model():
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
+ATTENTION = {
+    "causal": lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    "scale": lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, scale=0.3) * 2,
+    "additive_mask": lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+    "boolean_mask": lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v,
+                                                                     attn_mask=m > 0),
+    # Gradients read by fused kernels (tanh's, exp's and the scaling's backward): ATen lays
+    # them out as [batch, length, heads, dim], not as the kernels were compiled for.
+    "kernels_around": lambda q, k, v, m: F.scaled_dot_product_attention(
+        torch.tanh(q), k * 0.5, v.exp()).sigmoid(),
+    "transposed_heads": lambda q, k, v, m: F.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2).relu(),
+}
+
+
+@pytest.mark.parametrize("key_grad", [True, False])
+@pytest.mark.parametrize("name", sorted(ATTENTION))
+def test_scaled_dot_product_attention_has_a_compiled_backward(name, key_grad):
+    # The CPU dispatches attention as flash attention, whose backward is ATen's flash
+    # backward from the saved output and logsumexp (before, such a graph had no compiled
+    # backward and its backward recomputed the whole forward).
+    dynvm.reset()
+    q, k, v = (_leaf(2, 4, 12, 8, seed=s) for s in range(3))
+    k.requires_grad_(key_grad)
+    mask = torch.randn(12, 12, generator=torch.Generator().manual_seed(5))
+    _grads_match(ATTENTION[name], [q, k, v, mask])
+    assert dynvm.counters["compiled_backwards"] >= 1, dict(dynvm.counters)
+
+
 def test_batch_norm_in_training_updates_statistics_and_gives_gradients():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
