@@ -51,6 +51,14 @@ bool cpu_jit_available() {
 #endif
 }
 
+std::string cpu_jit_unavailable_reason() {
+#ifdef DYNVM_HAVE_LLVM
+  return host_jit().error;
+#else
+  return "dynvm was built without LLVM";
+#endif
+}
+
 std::string cpu_jit_target() {
 #ifdef DYNVM_HAVE_LLVM
   return host_jit().cpu + " " + host_jit().features;

@@ -70,7 +70,14 @@ bool append_new(PyObject* list, PyObject* item) {
 PyObject* module_targets(PyObject*, PyObject*) {
   PyObject* list = PyList_New(0);
   if (list == nullptr) return nullptr;
-  for (const dynvm::codegen::TargetInfo& t : dynvm::codegen::targets()) {
+  for (dynvm::codegen::TargetInfo t : dynvm::codegen::targets()) {
+    // The targets' report does not start LLVM; the core, which has, says whether its JIT
+    // did start.
+    if (t.name == "cpu" && t.built && !dynvm::codegen::cpu_jit_available()) {
+      t.usable = false;
+      t.why_unusable =
+          "the LLVM JIT did not start: " + dynvm::codegen::cpu_jit_unavailable_reason();
+    }
     PyObject* item = Py_BuildValue("{s:s,s:O,s:O,s:s,s:s}", "name", t.name.c_str(), "built",
                                    t.built ? Py_True : Py_False, "usable",
                                    t.usable ? Py_True : Py_False, "toolchain", t.toolchain.c_str(),
@@ -188,5 +195,16 @@ PyMODINIT_FUNC PyInit__C(void) {
   }
   dynvm::runtime::set_graph_break_error_type(graph_break);
   Py_DECREF(graph_break);
+  // A build with LLVM whose JIT does not start runs every CPU group through ATen: same
+  // results, none of the speed. Said once, not left to the counters.
+  if (std::string why = dynvm::codegen::cpu_jit_unavailable_reason();
+      !why.empty() && dynvm::codegen::targets().front().built) {
+    std::string message = "dynvm: the CPU code generator (LLVM JIT) did not start: " + why +
+                          "; fused CPU groups run through ATen instead (same results, slower)";
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) < 0) {
+      Py_DECREF(m);
+      return nullptr;
+    }
+  }
   return m;
 }
