@@ -514,6 +514,9 @@ class Differentiator {
     if (op == "aten::_scaled_dot_product_flash_attention_for_cpu") {
       return cpu_flash_attention(node, g);
     }
+    if (op == "aten::_scaled_dot_product_efficient_attention") {
+      return efficient_attention(node, g);
+    }
     if (op == "aten::max_pool2d" || op == "aten::max_pool2d_with_indices") {
       if (node.num_outputs() > 1 && grad(node.output(1)) != nullptr) return false;
       std::vector<Argument> pool{x};
@@ -681,11 +684,7 @@ class Differentiator {
       throw NoRule{"attention on non-tensor operands"};
     }
     if (grad(node.output(1)) != nullptr) throw NoRule{"a gradient for attention's logsumexp"};
-    const Argument* dropout = argument(node, 3, "dropout_p");
-    bool no_dropout = dropout == nullptr || dropout->is_none() ||
-                      (dropout->kind() == Argument::Kind::Double && dropout->as_double() == 0.0) ||
-                      (dropout->kind() == Argument::Kind::Int && dropout->as_int() == 0);
-    if (!no_dropout) {
+    if (!zero_dropout(node, 3)) {
       throw NoRule{"attention with dropout"};  // the forward's draws are not kept
     }
     const Argument* mask = argument(node, 5, "attn_mask");
@@ -703,6 +702,52 @@ class Differentiator {
     if (needs(key)) add(key, back->output(1));
     if (needs(value)) add(value, back->output(2));
     return true;
+  }
+
+  // CUDA's memory-efficient attention (what float32 attention, and attention with a mask,
+  // dispatch to): ATen's backward from the forward's output, logsumexp and random state.
+  // All three operand gradients are asked for: the ones not needed are dropped unread.
+  bool efficient_attention(const Node& node, Value* g) {
+    Value* query = tensor_argument(node, 0, "query");
+    Value* key = tensor_argument(node, 1, "key");
+    Value* value = tensor_argument(node, 2, "value");
+    if (query == nullptr || key == nullptr || value == nullptr) {
+      throw NoRule{"attention on non-tensor operands"};
+    }
+    for (size_t i = 1; i < node.num_outputs(); ++i) {
+      if (grad(node.output(i)) != nullptr) throw NoRule{"a gradient for attention's statistics"};
+    }
+    if (node.num_outputs() != 4) throw NoRule{"an unknown form of efficient attention"};
+    if (!bool_argument(node, 4, "compute_log_sumexp", false)) {
+      throw NoRule{"attention whose forward kept no logsumexp"};
+    }
+    if (!zero_dropout(node, 5)) throw NoRule{"attention with dropout"};
+    const Argument* bias = argument(node, 3, "attn_bias");
+    if (bias != nullptr && bias->is_value() && needs(bias->as_value())) {
+      throw NoRule{"a gradient for attention's mask"};
+    }
+    const Argument* scale = argument(node, 7, "scale");
+    std::vector<Argument> mask{Argument::boolean(true), Argument::boolean(true),
+                               Argument::boolean(true), Argument::boolean(false)};
+    Node* back = extern_node(
+        "aten::_scaled_dot_product_efficient_attention_backward",
+        {g, query, key, value, bias == nullptr ? Argument() : *bias, node.output(0), node.output(1),
+         node.output(2), node.output(3), real(0.0), Argument::list(mask),
+         Argument::boolean(bool_argument(node, 6, "is_causal", false))},
+        {meta(query), meta(key), meta(value), meta(query)});
+    if (scale != nullptr && !scale->is_none()) back->set_kwarg("scale", *scale);
+    if (needs(query)) add(query, back->output(0));
+    if (needs(key)) add(key, back->output(1));
+    if (needs(value)) add(value, back->output(2));
+    return true;
+  }
+
+  // Whether argument `index` (dropout_p) is absent or zero.
+  bool zero_dropout(const Node& node, size_t index) const {
+    const Argument* dropout = argument(node, index, "dropout_p");
+    return dropout == nullptr || dropout->is_none() ||
+           (dropout->kind() == Argument::Kind::Double && dropout->as_double() == 0.0) ||
+           (dropout->kind() == Argument::Kind::Int && dropout->as_int() == 0);
   }
 
   Graph& graph_;
@@ -795,6 +840,7 @@ constexpr std::string_view kRuleOps[] = {"aten::neg",
                                          "aten::conv3d",
                                          "aten::convolution",
                                          "aten::_scaled_dot_product_flash_attention_for_cpu",
+                                         "aten::_scaled_dot_product_efficient_attention",
                                          "aten::max_pool2d",
                                          "aten::max_pool2d_with_indices",
                                          "aten::adaptive_avg_pool2d",

@@ -70,9 +70,10 @@ enum OpFlag : uint8_t {
   /* the kernel ATen picks at run time (flash, memory-efficient, math) decides the */  \
   /* result's strides. */                                                               \
   X("aten::scaled_dot_product_attention", kRandom | kRunTimeLayout)                    \
-  /* The CPU's flash-attention backward (graph/autodiff.cpp) lays its gradients out */  \
-  /* as [batch, length, heads, dim] whatever the operands' strides. */                 \
+  /* Attention backwards (graph/autodiff.cpp) lay their gradients out as their */      \
+  /* kernels pick (the CPU's flash: [batch, length, heads, dim]), not as the operands. */ \
   X("aten::_scaled_dot_product_flash_attention_for_cpu_backward", kRunTimeLayout)      \
+  X("aten::_scaled_dot_product_efficient_attention_backward", kRunTimeLayout)          \
   /* Convolution and pooling: the result's memory format follows the input's suggested */ \
   /* one and the backend chosen when they run (graph/channels_last.h). */               \
   X("aten::convolution", kRunTimeLayout)                                               \

@@ -476,6 +476,12 @@ class PlanBuilder {
                        param);
       case c10::TypeKind::TensorType:
         if (kind == Kind::Value) return value_slot(arg, {ValueKind::Tensor}, type, param, out);
+        if (kind == Kind::None) {
+          // An undefined tensor, as autograd passes one where a backward's schema takes a
+          // plain Tensor (efficient attention's bias when the forward had none).
+          out.literal = c10::IValue(at::Tensor());
+          return true;
+        }
         if (kind == Kind::Int || kind == Kind::Double || kind == Kind::Bool) {
           // A Python number where the schema takes a tensor (x * 2): eager passes it as a
           // 0-d "wrapped number" tensor, which type promotion treats like a scalar.

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import dynvm
@@ -100,3 +101,43 @@ def test_cuda_whole_step_traces_the_foreach_optimizer(optimizer):
     report = dynvm.explain(traced)()
     assert not [b for b in report.break_reasons if "torch/optim" in str(b)], report.break_reasons
     assert not [op for ops in report.ops_per_graph for op in ops if "_foreach_" in op]
+
+
+CUDA_ATTENTION = {
+    "causal": lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    "additive_mask": lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+    "scale": lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, scale=0.3) * 2,
+    # Gradients read by fused kernels (tanh's, exp's, the scaling's backward).
+    "kernels_around": lambda q, k, v, m: F.scaled_dot_product_attention(
+        torch.tanh(q), k * 0.5, v.exp()).sigmoid(),
+}
+
+
+@pytest.mark.skipif(not _cuda_target_usable(), reason="no GPU, or the CUDA target is not usable")
+@pytest.mark.parametrize("key_grad", [True, False])
+@pytest.mark.parametrize("name", sorted(CUDA_ATTENTION))
+def test_cuda_attention_has_a_compiled_backward(name, key_grad):
+    # Float32 attention on CUDA dispatches to memory-efficient attention, whose backward is
+    # ATen's from the saved output, logsumexp and random state (graph/autodiff.cpp);
+    # before, such a graph's backward recomputed its whole forward.
+    dynvm.reset()
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 24, 16, device="cuda", generator=generator)
+               for _ in range(3))
+    mask = torch.randn(24, 24, device="cuda", generator=generator)
+    leaves = [t.requires_grad_(grad) for t, grad in ((q, True), (k, key_grad), (v, True))]
+    mine = [t.detach().clone().requires_grad_(t.requires_grad) for t in leaves]
+    fn = CUDA_ATTENTION[name]
+    got = dynvm.compile(lambda *a: fn(*a))(*mine, mask)
+    want = fn(*leaves, mask)
+    assert NODE in got.grad_fn.name()
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    seed = torch.randn(got.shape, device="cuda", generator=generator)
+    (got * seed).sum().backward()
+    (want * seed).sum().backward()
+    for a, b in zip(mine, leaves):
+        if b.requires_grad:
+            torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+        else:
+            assert a.grad is None
+    assert dynvm.counters["compiled_backwards"] >= 1, dict(dynvm.counters)
