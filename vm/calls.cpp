@@ -1538,12 +1538,23 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     return call_concrete(fn, args, kwargs);
   }
   if (callable->source && std::strcmp(Py_TYPE(fn)->tp_name, "functools._lru_cache_wrapper") == 0) {
-    // functools.lru_cache: the function it wraps runs (as under Dynamo, the cache is not
-    // consulted; a cached function is expected to be pure).
+    // functools.lru_cache: the function it wraps runs, the cache not consulted, which
+    // gives eager's result only for a pure function. One that changes anything existing
+    // (transformers' `warning_once` records what it said) breaks the graph there and runs
+    // with its cache, so its effects happen as often as in eager.
     PyRef wrapped = PyRef::steal(PyObject_GetAttrString(fn, "__wrapped__"));
     if (!wrapped) unsupported_from_python_error("an lru_cache wrapper");
-    return call_value(ctx, ctx.wrap(wrapped.get(), Source::attr(callable->source, "__wrapped__")),
-                      std::move(args), std::move(kwargs));
+    size_t effects = ctx.side_effects.size();
+    size_t mutations = ctx.container_mutations;
+    ValuePtr result =
+        call_value(ctx, ctx.wrap(wrapped.get(), Source::attr(callable->source, "__wrapped__")),
+                   std::move(args), std::move(kwargs));
+    if (ctx.side_effects.size() != effects || ctx.container_mutations != mutations) {
+      unsupported(
+          "an lru_cache-wrapped function with side effects (its cache decides whether "
+          "they happen)");
+    }
+    return result;
   }
   if (ValuePtr result = call_autograd_function(ctx, callable, args, kwargs)) return result;
   if (PyFunction_Check(fn))

@@ -361,7 +361,15 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
              PyCFunction_Check(object) || is_module(object) ||
              Py_TYPE(object) == &PyMethodDescr_Type || Py_TYPE(object) == &PyWrapperDescr_Type ||
              Py_TYPE(object) == &PyClassMethodDescr_Type || PyMethod_Check(object)) {
-    guard(GuardKind::IdMatch, source, object);
+    if (PyMethod_Check(object) && source) {
+      // A bound method is made afresh at each attribute read (`logger.warning_once`), so
+      // its identity never holds twice: what stays is its function and its instance.
+      guard(GuardKind::TypeMatch, source, object);
+      guard(GuardKind::IdMatch, Source::attr(source, "__func__"), PyMethod_GET_FUNCTION(object));
+      guard(GuardKind::IdMatch, Source::attr(source, "__self__"), PyMethod_GET_SELF(object));
+    } else {
+      guard(GuardKind::IdMatch, source, object);
+    }
     result = TracedValue::object(PyRef::borrow(object), source);
   } else if (source && !options.opaque_live_iterators && is_sequence_iterator(object)) {
     // A list or tuple iterator (one a break left on the stack): an Iterator over what it has
@@ -426,6 +434,7 @@ void TraceContext::check_generator_mutation(const ValuePtr& value, const std::st
 
 bool TraceContext::track_mutation(const ValuePtr& container) {
   check_generator_mutation(container, "mutating a container");
+  if (container->source) ++container_mutations;
   if (container->mutable_here) return true;
   if (!container->source ||
       !(container->is(TracedValue::Kind::List) || container->is(TracedValue::Kind::Dict)) ||

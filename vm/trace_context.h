@@ -142,6 +142,10 @@ class TraceContext {
     ValuePtr value;  // SetAttr: the value; Replace*: the container itself (final contents)
   };
   std::vector<PendingSideEffect> side_effects;
+  // Mutations of pre-existing containers the trace made, counted each time (side_effects
+  // holds one entry per container): with side_effects, tells whether a call mutated
+  // anything that existed before the trace.
+  size_t container_mutations = 0;
   // Attributes the traced code set on pre-existing objects, by object and name: later reads
   // in the trace see them, also through another name of the same object (`obj` and the
   // stack slot it was stored from, after a graph break).

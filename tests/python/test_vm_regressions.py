@@ -1652,3 +1652,45 @@ def test_a_matrix_product_of_mixed_dtypes_raises_as_in_eager(backend):
             compiled(c, net)
         assert str(compiled_error.value) == str(eager_error.value)
     assert torch.equal(compiled(c.float(), net), c.float() + 1)  # same dtypes: compiled
+
+
+class _Warner:
+    """Like transformers' `logger.warning_once`: a method cached with lru_cache, whose
+    descriptor makes a new bound method at each attribute read."""
+
+    def __init__(self):
+        self.said = []
+
+    @functools.lru_cache(None)
+    def warn_once(self, message):
+        self.said.append(message)
+
+
+_WARNER = _Warner()
+
+
+def test_a_method_made_afresh_at_each_read_does_not_recompile_every_call():
+    # The bound method `_WARNER.warn_once` was guarded by its identity, which never holds
+    # twice: every call recompiled (a Hugging Face training step recompiled each step,
+    # through `logger.warning_once`). It is now guarded by its function and its instance.
+    def step(x):
+        warn = _WARNER.warn_once
+        warn("once")
+        return x * 2 + 1
+
+    dynvm.reset()
+    _Warner.warn_once.cache_clear()
+    _WARNER.said.clear()
+    compiled = dynvm.compile(step)
+    x = torch.randn(4)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), x * 2 + 1)
+    settled = dynvm.counters["recompiles"]
+    assert settled <= 1, dict(dynvm.counters)  # once the cache has said it (said: len 1)
+    for _ in range(4):
+        torch.testing.assert_close(compiled(x), x * 2 + 1)
+    assert dynvm.counters["recompiles"] == settled, dict(dynvm.counters)
+    # The cached function's effect happens once, as in eager: it changes what exists, so
+    # its call is a graph break that runs it with its cache (it was inlined on every call,
+    # appending each time).
+    assert _WARNER.said == ["once"]
