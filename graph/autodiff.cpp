@@ -3,6 +3,7 @@
 #include "dynvm/graph/autodiff.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -677,13 +678,7 @@ class Differentiator {
   // returns each row's logsumexp): ATen's own backward from the forward's output and
   // logsumexp, so nothing of the attention matrix is saved or recomputed.
   bool cpu_flash_attention(const Node& node, Value* g) {
-    Value* query = tensor_argument(node, 0, "query");
-    Value* key = tensor_argument(node, 1, "key");
-    Value* value = tensor_argument(node, 2, "value");
-    if (query == nullptr || key == nullptr || value == nullptr) {
-      throw NoRule{"attention on non-tensor operands"};
-    }
-    if (grad(node.output(1)) != nullptr) throw NoRule{"a gradient for attention's logsumexp"};
+    auto [query, key, value] = attention_operands(node);
     if (!zero_dropout(node, 3)) {
       throw NoRule{"attention with dropout"};  // the forward's draws are not kept
     }
@@ -698,9 +693,7 @@ class Differentiator {
                              {meta(query), meta(key), meta(value)});
     if (mask != nullptr && !mask->is_none()) back->set_kwarg("attn_mask", *mask);
     if (scale != nullptr && !scale->is_none()) back->set_kwarg("scale", *scale);
-    if (needs(query)) add(query, back->output(0));
-    if (needs(key)) add(key, back->output(1));
-    if (needs(value)) add(value, back->output(2));
+    add_attention_gradients(query, key, value, *back);
     return true;
   }
 
@@ -708,15 +701,7 @@ class Differentiator {
   // dispatch to): ATen's backward from the forward's output, logsumexp and random state.
   // All three operand gradients are asked for: the ones not needed are dropped unread.
   bool efficient_attention(const Node& node, Value* g) {
-    Value* query = tensor_argument(node, 0, "query");
-    Value* key = tensor_argument(node, 1, "key");
-    Value* value = tensor_argument(node, 2, "value");
-    if (query == nullptr || key == nullptr || value == nullptr) {
-      throw NoRule{"attention on non-tensor operands"};
-    }
-    for (size_t i = 1; i < node.num_outputs(); ++i) {
-      if (grad(node.output(i)) != nullptr) throw NoRule{"a gradient for attention's statistics"};
-    }
+    auto [query, key, value] = attention_operands(node);
     if (node.num_outputs() != 4) throw NoRule{"an unknown form of efficient attention"};
     if (!bool_argument(node, 4, "compute_log_sumexp", false)) {
       throw NoRule{"attention whose forward kept no logsumexp"};
@@ -736,10 +721,30 @@ class Differentiator {
          Argument::boolean(bool_argument(node, 6, "is_causal", false))},
         {meta(query), meta(key), meta(value), meta(query)});
     if (scale != nullptr && !scale->is_none()) back->set_kwarg("scale", *scale);
-    if (needs(query)) add(query, back->output(0));
-    if (needs(key)) add(key, back->output(1));
-    if (needs(value)) add(value, back->output(2));
+    add_attention_gradients(query, key, value, *back);
     return true;
+  }
+
+  // An attention node's query, key and value; its other outputs (logsumexp, random state)
+  // must need no gradient.
+  std::array<Value*, 3> attention_operands(const Node& node) {
+    std::array<Value*, 3> operands{tensor_argument(node, 0, "query"),
+                                   tensor_argument(node, 1, "key"),
+                                   tensor_argument(node, 2, "value")};
+    for (Value* v : operands) {
+      if (v == nullptr) throw NoRule{"attention on non-tensor operands"};
+    }
+    for (size_t i = 1; i < node.num_outputs(); ++i) {
+      if (grad(node.output(i)) != nullptr) throw NoRule{"a gradient for attention's statistics"};
+    }
+    return operands;
+  }
+
+  // Outputs 0, 1 and 2 of an attention backward, to the operands that need them.
+  void add_attention_gradients(Value* query, Value* key, Value* value, const Node& back) {
+    if (needs(query)) add(query, back.output(0));
+    if (needs(key)) add(key, back.output(1));
+    if (needs(value)) add(value, back.output(2));
   }
 
   // Whether argument `index` (dropout_p) is absent or zero.
