@@ -55,7 +55,7 @@ std::string cpu_jit_unavailable_reason() {
 #ifdef DYNVM_HAVE_LLVM
   return host_jit().error;
 #else
-  return "dynvm was built without LLVM";
+  return "";
 #endif
 }
 

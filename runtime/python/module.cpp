@@ -196,9 +196,9 @@ PyMODINIT_FUNC PyInit__C(void) {
   dynvm::runtime::set_graph_break_error_type(graph_break);
   Py_DECREF(graph_break);
   // A build with LLVM whose JIT does not start runs every CPU group through ATen: same
-  // results, none of the speed. Said once, not left to the counters.
-  if (std::string why = dynvm::codegen::cpu_jit_unavailable_reason();
-      !why.empty() && dynvm::codegen::targets().front().built) {
+  // results, none of the speed. Said once, not left to the counters. (Not through
+  // targets(), which would load NVRTC and the CUDA driver on every import.)
+  if (std::string why = dynvm::codegen::cpu_jit_unavailable_reason(); !why.empty()) {
     std::string message = "dynvm: the CPU code generator (LLVM JIT) did not start: " + why +
                           "; fused CPU groups run through ATen instead (same results, slower)";
     if (PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) < 0) {

@@ -35,8 +35,8 @@ struct CpuCompiledKernel {
 // False when dynvm was built without LLVM; compile_cpu_kernel then returns an Error.
 bool cpu_jit_available();
 
-// Why the CPU target cannot compile here ("" when it can): built without LLVM, or the
-// host JIT failed to start (LLVM's own message).
+// Why the host JIT of a build with LLVM failed to start (LLVM's own message); "" when it
+// started, and in a build without LLVM (targets() says that one).
 std::string cpu_jit_unavailable_reason();
 
 // "znver4 +avx2,+avx512f,…": the CPU and features kernels are compiled for.
