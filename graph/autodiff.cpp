@@ -87,7 +87,9 @@ class Differentiator {
       node->for_each_input([&](const Value* v) { any = any || needs(v); });
       if (!any || gives_no_gradient(node->op())) continue;
       for (const Value* out : node->outputs()) {
-        if (out->kind() == ValueKind::Tensor && is_floating(meta(out).dtype)) {
+        // (A tensor without metadata, an undefined result or random state, has none.)
+        if (out->kind() == ValueKind::Tensor && out->meta() != nullptr &&
+            is_floating(out->meta()->dtype)) {
           needs_[out->id()] = true;
         }
       }
@@ -518,6 +520,8 @@ class Differentiator {
     if (op == "aten::_scaled_dot_product_efficient_attention") {
       return efficient_attention(node, g);
     }
+    if (op == "aten::_scaled_dot_product_flash_attention") return cuda_flash_attention(node, g);
+    if (op == "aten::_scaled_dot_product_cudnn_attention") return cudnn_attention(node, g);
     if (op == "aten::max_pool2d" || op == "aten::max_pool2d_with_indices") {
       if (node.num_outputs() > 1 && grad(node.output(1)) != nullptr) return false;
       std::vector<Argument> pool{x};
@@ -682,47 +686,120 @@ class Differentiator {
     if (!zero_dropout(node, 3)) {
       throw NoRule{"attention with dropout"};  // the forward's draws are not kept
     }
-    const Argument* mask = argument(node, 5, "attn_mask");
-    if (mask != nullptr && mask->is_value() && needs(mask->as_value())) {
-      throw NoRule{"a gradient for attention's mask"};
-    }
+    const Argument* mask = attention_mask(node, 5, "attn_mask");
     const Argument* scale = argument(node, 6, "scale");
     Node* back = extern_node("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
                              {g, query, key, value, node.output(0), node.output(1), real(0.0),
                               Argument::boolean(bool_argument(node, 4, "is_causal", false))},
                              {meta(query), meta(key), meta(value)});
-    if (mask != nullptr && !mask->is_none()) back->set_kwarg("attn_mask", *mask);
+    if (mask != nullptr) back->set_kwarg("attn_mask", *mask);
     if (scale != nullptr && !scale->is_none()) back->set_kwarg("scale", *scale);
     add_attention_gradients(query, key, value, *back);
     return true;
   }
 
   // CUDA's memory-efficient attention (what float32 attention, and attention with a mask,
-  // dispatch to): ATen's backward from the forward's output, logsumexp and random state.
-  // All three operand gradients are asked for: the ones not needed are dropped unread.
+  // dispatch to): ATen's backward from the forward's output, logsumexp and random state,
+  // so a dropout mask is drawn again exactly as the forward drew it. All three operand
+  // gradients are asked for: the ones not needed are dropped unread.
   bool efficient_attention(const Node& node, Value* g) {
     auto [query, key, value] = attention_operands(node);
     if (node.num_outputs() != 4) throw NoRule{"an unknown form of efficient attention"};
     if (!bool_argument(node, 4, "compute_log_sumexp", false)) {
       throw NoRule{"attention whose forward kept no logsumexp"};
     }
-    if (!zero_dropout(node, 5)) throw NoRule{"attention with dropout"};
-    const Argument* bias = argument(node, 3, "attn_bias");
-    if (bias != nullptr && bias->is_value() && needs(bias->as_value())) {
-      throw NoRule{"a gradient for attention's mask"};
-    }
+    const Argument* bias = attention_mask(node, 3, "attn_bias");
     const Argument* scale = argument(node, 7, "scale");
     std::vector<Argument> mask{Argument::boolean(true), Argument::boolean(true),
                                Argument::boolean(true), Argument::boolean(false)};
     Node* back = extern_node(
         "aten::_scaled_dot_product_efficient_attention_backward",
         {g, query, key, value, bias == nullptr ? Argument() : *bias, node.output(0), node.output(1),
-         node.output(2), node.output(3), real(0.0), Argument::list(mask),
+         node.output(2), node.output(3), dropout_probability(node, 5), Argument::list(mask),
          Argument::boolean(bool_argument(node, 6, "is_causal", false))},
         {meta(query), meta(key), meta(value), meta(query)});
     if (scale != nullptr && !scale->is_none()) back->set_kwarg("scale", *scale);
     add_attention_gradients(query, key, value, *back);
     return true;
+  }
+
+  // CUDA's flash attention (half-precision attention without a mask): ATen's backward from
+  // the forward's output, logsumexp and random state. Its outputs are (output, logsumexp,
+  // cum_seq_q, cum_seq_k, max_q, max_k, rng_state, unused[, debug mask]); for dense
+  // operands the cumulative lengths are undefined and the longest sequences are the
+  // operands' lengths.
+  bool cuda_flash_attention(const Node& node, Value* g) {
+    auto [query, key, value] = attention_operands(node);
+    dense_attention_results(node, {query, key, value});
+    const Argument* scale = argument(node, 6, "scale");
+    Node* back = extern_node("aten::_scaled_dot_product_flash_attention_backward",
+                             {g, query, key, value, node.output(0), node.output(1), Argument(),
+                              Argument(), Argument::integer(meta(query).sizes[2]),
+                              Argument::integer(meta(key).sizes[2]), dropout_probability(node, 3),
+                              Argument::boolean(bool_argument(node, 4, "is_causal", false)),
+                              node.output(6), node.output(7)},
+                             {meta(query), meta(key), meta(value)});
+    if (scale != nullptr && !scale->is_none()) back->set_kwarg("scale", *scale);
+    add_attention_gradients(query, key, value, *back);
+    return true;
+  }
+
+  // cuDNN's attention (what half-precision attention dispatches to on recent GPUs), with
+  // the outputs of flash attention, the random state as philox seed and offset.
+  bool cudnn_attention(const Node& node, Value* g) {
+    auto [query, key, value] = attention_operands(node);
+    if (!bool_argument(node, 4, "compute_log_sumexp", false)) {
+      throw NoRule{"attention whose forward kept no logsumexp"};
+    }
+    dense_attention_results(node, {query, key, value});
+    const Argument* bias = attention_mask(node, 3, "attn_bias");
+    const Argument* scale = argument(node, 8, "scale");
+    Node* back = extern_node("aten::_scaled_dot_product_cudnn_attention_backward",
+                             {g, query, key, value, node.output(0), node.output(1), node.output(6),
+                              node.output(7), bias == nullptr ? Argument() : *bias, Argument(),
+                              Argument(), Argument::integer(meta(query).sizes[2]),
+                              Argument::integer(meta(key).sizes[2]), dropout_probability(node, 5),
+                              Argument::boolean(bool_argument(node, 6, "is_causal", false))},
+                             {meta(query), meta(key), meta(value)});
+    if (scale != nullptr && !scale->is_none()) back->set_kwarg("scale", *scale);
+    add_attention_gradients(query, key, value, *back);
+    return true;
+  }
+
+  // Flash and cuDNN attention on dense operands of rank 4: no cumulative sequence lengths
+  // (undefined tensors, values without metadata), integer longest lengths, random state.
+  static void dense_attention_results(const Node& node, const std::array<Value*, 3>& operands) {
+    if (node.num_outputs() < 8 || node.output(2)->meta() != nullptr ||
+        node.output(3)->meta() != nullptr || node.output(4)->kind() != ValueKind::Int ||
+        node.output(5)->kind() != ValueKind::Int) {
+      throw NoRule{"attention over variable-length (nested) operands"};
+    }
+    for (const Value* operand : operands) {
+      if (meta(operand).dim() != 4) throw NoRule{"attention on operands of other ranks"};
+    }
+  }
+
+  // The attention's mask or bias argument, or nullptr; a mask that needs a gradient has
+  // no rule.
+  const Argument* attention_mask(const Node& node, size_t index, std::string_view name) const {
+    const Argument* mask = argument(node, index, name);
+    if (mask == nullptr || mask->is_none()) return nullptr;
+    if (mask->is_value() && needs(mask->as_value())) {
+      throw NoRule{"a gradient for attention's mask"};
+    }
+    return mask;
+  }
+
+  // The forward's dropout probability, for a backward that draws the same mask again from
+  // the forward's random state.
+  Argument dropout_probability(const Node& node, size_t index) const {
+    const Argument* dropout = argument(node, index, "dropout_p");
+    if (dropout == nullptr || dropout->is_none()) return real(0.0);
+    if (dropout->kind() == Argument::Kind::Int) return real(static_cast<double>(dropout->as_int()));
+    if (dropout->kind() != Argument::Kind::Double) {
+      throw NoRule{"attention whose dropout probability is known only at run time"};
+    }
+    return *dropout;
   }
 
   // An attention node's query, key and value; its other outputs (logsumexp, random state)
@@ -846,6 +923,8 @@ constexpr std::string_view kRuleOps[] = {"aten::neg",
                                          "aten::convolution",
                                          "aten::_scaled_dot_product_flash_attention_for_cpu",
                                          "aten::_scaled_dot_product_efficient_attention",
+                                         "aten::_scaled_dot_product_flash_attention",
+                                         "aten::_scaled_dot_product_cudnn_attention",
                                          "aten::max_pool2d",
                                          "aten::max_pool2d_with_indices",
                                          "aten::adaptive_avg_pool2d",

@@ -86,7 +86,10 @@ void common_subexpression_elimination(Graph& graph) {
   std::vector<Node*> order;
   for (Node* node : graph.nodes()) order.push_back(node);
   for (Node* node : order) {
-    if (node->num_outputs() == 0 || !op_properties(node->op()).is_pure()) continue;
+    if (node->num_outputs() == 0 || !op_properties(node->op()).is_pure() ||
+        node_draws_random(*node)) {
+      continue;
+    }
     std::vector<Node*>& candidates = seen[node_key(*node, names)];
     Node* replacement = nullptr;
     // The latest candidate first: the fewest writes can lie between it and `node`.

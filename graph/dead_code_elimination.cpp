@@ -16,7 +16,9 @@ void dead_code_elimination(Graph& graph) {
   std::vector<Node*> order;
   for (Node* node : graph.nodes()) {
     order.push_back(node);
-    if (op_properties(node->op()).has_side_effects()) roots.push_back(node);
+    if (op_properties(node->op()).has_side_effects() || node_draws_random(*node)) {
+      roots.push_back(node);
+    }
   }
   NodeSet live = reachable_from(graph, roots, FlowDirection::Backward);
   // Last to first, so a node's readers are gone before it is.

@@ -70,7 +70,7 @@ std::vector<size_t> node_epochs(const Graph& graph) {
   std::vector<size_t> epoch(graph.num_node_ids(), 0);
   size_t barriers = 0;
   for (const Node* node : graph.nodes()) {
-    if (op_properties(node->op()).has_side_effects()) {
+    if (op_properties(node->op()).has_side_effects() || node_draws_random(*node)) {
       epoch[node->id()] = 2 * barriers + 1;
       ++barriers;
     } else {

@@ -74,6 +74,8 @@ enum OpFlag : uint8_t {
   /* kernels pick (the CPU's flash: [batch, length, heads, dim]), not as the operands. */ \
   X("aten::_scaled_dot_product_flash_attention_for_cpu_backward", kRunTimeLayout)      \
   X("aten::_scaled_dot_product_efficient_attention_backward", kRunTimeLayout)          \
+  X("aten::_scaled_dot_product_flash_attention_backward", kRunTimeLayout)              \
+  X("aten::_scaled_dot_product_cudnn_attention_backward", kRunTimeLayout)              \
   /* Convolution and pooling: the result's memory format follows the input's suggested */ \
   /* one and the backend chosen when they run (graph/channels_last.h). */               \
   X("aten::convolution", kRunTimeLayout)                                               \
@@ -341,6 +343,40 @@ bool node_may_write(const Node& node) {
     return training && has_stats;
   }
   return props.mutates;
+}
+
+namespace {
+
+// Attention kernels that draw a dropout mask when their dropout_p, the argument at this
+// position, is not zero.
+struct DropoutAttention {
+  std::string_view op;
+  size_t dropout_index;
+};
+constexpr DropoutAttention kDropoutAttention[] = {
+    {"aten::scaled_dot_product_attention", 4},
+    {"aten::_scaled_dot_product_flash_attention_for_cpu", 3},
+    {"aten::_scaled_dot_product_flash_attention", 3},
+    {"aten::_scaled_dot_product_efficient_attention", 5},
+    {"aten::_scaled_dot_product_cudnn_attention", 5},
+};
+
+}  // namespace
+
+bool node_draws_random(const Node& node) {
+  if (op_properties(node.op()).random) return true;
+  for (const DropoutAttention& entry : kDropoutAttention) {
+    if (node.op() != entry.op) continue;
+    const Argument* dropout = node.kwarg("dropout_p");
+    if (dropout == nullptr && node.args().size() > entry.dropout_index) {
+      dropout = &node.arg(entry.dropout_index);
+    }
+    if (dropout == nullptr || dropout->is_none()) return false;
+    if (dropout->kind() == Argument::Kind::Double) return dropout->as_double() != 0.0;
+    if (dropout->kind() == Argument::Kind::Int) return dropout->as_int() != 0;
+    return true;  // a value known only at run time
+  }
+  return false;
 }
 
 }  // namespace dynvm::graph

@@ -113,7 +113,7 @@ CudaGraphReplay::CudaGraphReplay(const codegen::CompiledGraph* graph, const grap
       written_(graph->written_inputs()),
       where_(std::move(where)) {
   for (const graph::Node* node : captured.nodes()) {
-    draws_random_ = draws_random_ || graph::op_properties(node->op()).random;
+    draws_random_ = draws_random_ || graph::node_draws_random(*node);
   }
 }
 

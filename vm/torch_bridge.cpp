@@ -76,6 +76,17 @@ graph::TensorMeta meta_of_fake(PyObject* fake) {  // borrowed
   return meta;
 }
 
+// Whether an operator's tensor result is state only the graph's operators pass along: a
+// tensor of a dtype the graph has no name for, or on the meta device where the operator
+// ran on another (the random state of CUDA's flash and cuDNN attention, whose device
+// depends on whether a CUDA graph is being captured).
+bool is_opaque_result(PyObject* fake) {  // borrowed
+  PyRef dtype = PyRef::steal(PyObject_GetAttrString(fake, "dtype"));
+  PyRef device = PyRef::steal(PyObject_GetAttrString(fake, "device"));
+  if (!dtype || !device) unsupported_from_python_error("tensor metadata");
+  return !dtype_of(dtype.get()) || str_of(device.get()) == "meta";
+}
+
 // A graph input name from a source: L['self'].conv1.weight -> self_conv1_weight.
 std::string input_name_for(const std::string& source_text) {
   std::string out;
@@ -572,17 +583,34 @@ void TorchBridge::add_records(PyObject* records) {
       }
     }
     std::vector<graph::ValueType> types;
-    std::vector<PyObject*> output_fakes;
+    std::vector<PyObject*> output_fakes;  // per output; nullptr where it is no tensor
     Py_ssize_t noutputs = PyList_GET_SIZE(outputs);
     // Trailing None results (an optional output not computed, e.g. attention weights)
     // are not graph values: the node declares the tensors before them.
     while (noutputs > 0 && PyList_GET_ITEM(outputs, noutputs - 1) == Py_None) --noutputs;
     for (Py_ssize_t i = 0; i < noutputs; ++i) {
       PyObject* o = PyList_GET_ITEM(outputs, i);
-      if (!is_tensor(o))
+      bool after_a_result = false;
+      for (PyObject* f : output_fakes) after_a_result = after_a_result || f != nullptr;
+      if (is_tensor(o) && !(after_a_result && is_opaque_result(o))) {
+        types.push_back(graph::ValueType::tensor(meta_of(o)));  // unsupported() if unknown
+        output_fakes.push_back(o);
+      } else if (o == Py_None || is_tensor(o)) {
+        // An undefined tensor among the results (CUDA's flash attention gives no
+        // cumulative sequence lengths for dense inputs), or state of unknown metadata
+        // (is_opaque_result) after a result the graph does know: a tensor value without
+        // metadata, which only operators of the graph read.
+        types.push_back(graph::ValueType::of(graph::ValueKind::Tensor));
+        output_fakes.push_back(nullptr);
+      } else if ((PyLong_CheckExact(o) != 0) ||
+                 (symbolic_ && KnownObjects::get()->is_symbolic_number(o))) {
+        // An integer result (attention's longest sequence), read by later operators of
+        // the graph only: the trace itself never sees it as a Python value.
+        types.push_back(graph::ValueType::of(graph::ValueKind::Int));
+        output_fakes.push_back(nullptr);
+      } else {
         unsupported(std::string("operator ") + op + " returns a " + Py_TYPE(o)->tp_name);
-      types.push_back(graph::ValueType::tensor(meta_of(o)));
-      output_fakes.push_back(o);
+      }
     }
     graph::Node* node = graph_.append(op, std::move(args), std::move(types), std::move(kwargs));
     bool any_input_requires_grad = false;
@@ -590,6 +618,7 @@ void TorchBridge::add_records(PyObject* records) {
       if (v->meta() != nullptr && v->meta()->requires_grad) any_input_requires_grad = true;
     });
     for (size_t i = 0; i < output_fakes.size(); ++i) {
+      if (output_fakes[i] == nullptr) continue;
       graph::Value* out = node->output(i);
       // A factory called with requires_grad=True: autograd marks the result after the
       // operator ran, so the dispatcher never saw it; the graph says it explicitly.

@@ -279,7 +279,7 @@ std::string why_not_one_node(const graph::Graph& graph) {
 std::string why_not_recomputable(const graph::Graph& graph) {
   for (const graph::Node* node : graph.nodes()) {
     if (graph::node_may_write(*node)) return "it writes " + std::string(node->op()) + "'s input";
-    if (graph::op_properties(node->op()).random) return "it draws random numbers";
+    if (graph::node_draws_random(*node)) return "it draws random numbers";
   }
   return why_not_one_node(graph);
 }

@@ -2,6 +2,7 @@
 halves run as CUDA kernels; loss, parameter gradients and batch-norm statistics match
 eager's (TF32 off). Skipped without a GPU and a usable CUDA target."""
 
+import contextlib
 import copy
 import pathlib
 import sys
@@ -140,4 +141,52 @@ def test_cuda_attention_has_a_compiled_backward(name, key_grad):
             torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
         else:
             assert a.grad is None
+    assert dynvm.counters["compiled_backwards"] >= 1, dict(dynvm.counters)
+
+
+HALF_ATTENTION = {
+    "causal": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    "scale": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3) * 2,
+    "kernels_around": lambda q, k, v: F.scaled_dot_product_attention(
+        torch.tanh(q), k * 0.5, v.exp()).sigmoid(),
+    "dropout": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.3),
+}
+
+
+@pytest.mark.skipif(not _cuda_target_usable(), reason="no GPU, or the CUDA target is not usable")
+@pytest.mark.parametrize("kernel", ["default", "FLASH_ATTENTION", "CUDNN_ATTENTION"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", sorted(HALF_ATTENTION))
+def test_cuda_half_attention_is_traced_with_a_compiled_backward(name, dtype, kernel):
+    # Half-precision attention dispatches to flash or cuDNN attention, whose results
+    # include undefined tensors, integers and random state on another device: before, the
+    # trace broke its graph at every such call. Their backwards are ATen's from the saved
+    # output, logsumexp and random state, so a dropout mask is drawn again as eager draws it.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    if kernel == "CUDNN_ATTENTION" and name == "dropout":
+        pytest.skip("cuDNN attention with dropout is not available in every torch build")
+    choice = sdpa_kernel([getattr(SDPBackend, kernel)]) if kernel != "default" else \
+        contextlib.nullcontext()
+    dynvm.reset()
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    leaves = [torch.randn(2, 4, 64, 32, device="cuda", dtype=dtype, generator=generator)
+              .requires_grad_() for _ in range(3)]
+    mine = [t.detach().clone().requires_grad_() for t in leaves]
+    fn = HALF_ATTENTION[name]
+    with choice:
+        report = dynvm.explain(fn)(*[t.detach() for t in mine])
+        assert report.graph_break_count == 0, report.break_reasons
+        compiled = dynvm.compile(lambda *a: fn(*a))
+        torch.manual_seed(1)
+        got = compiled(*mine)
+        torch.manual_seed(1)
+        want = fn(*leaves)
+    assert NODE in got.grad_fn.name()
+    torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+    seed = torch.randn(got.shape, device="cuda", dtype=dtype, generator=generator)
+    (got * seed).sum().backward()
+    (want * seed).sum().backward()
+    for a, b in zip(mine, leaves):
+        torch.testing.assert_close(a.grad, b.grad, rtol=2e-2, atol=2e-2)
     assert dynvm.counters["compiled_backwards"] >= 1, dict(dynvm.counters)

@@ -76,7 +76,7 @@ TEST_CASE("each pass is timed and counted") {
 }
 
 TEST_CASE("a malformed input graph is reported before the first pass") {
-  Graph g = parse("graph(%x: Tensor):\n  return (%x)\n");
+  Graph g = parse("graph(%x: Tensor):\n  %0: f32[2] cpu = aten::neg(%x)\n  return (%0)\n");
   PassRunOptions options;
   options.verify = true;
   auto result = run_passes(g, {"dce"}, options);

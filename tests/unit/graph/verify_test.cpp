@@ -61,16 +61,27 @@ TEST_CASE("uses of a removed node's outputs are reported, in nodes and in output
                        });
 }
 
-TEST_CASE("tensor values without metadata are reported") {
+TEST_CASE("tensor values without metadata are reported where a primitive reads them") {
   Graph g = parse(
       "graph(%x: Tensor, %l: Tensor[]):\n"
       "  %0: Tensor, %1: int = aten::foo(%x, %l)\n"
-      "  return (%0)\n");
+      "  %2: f32[2] cpu = aten::neg(%0)\n"
+      "  return (%2)\n");
   CHECK(problems(g) == std::vector<std::string>{
-                           "graph input 0: tensor %x has no metadata (dtype, device, sizes)",
                            "node #0 (%0, %1 = aten::foo): tensor %0 has no metadata (dtype, "
                            "device, sizes)",
                        });
+}
+
+TEST_CASE("tensor values without metadata may flow between operators ATen runs") {
+  // An undefined result or a kernel's random state (CUDA's flash attention), passed to
+  // another extern operator, returned, or taken as an input (a backward's saved state).
+  Graph g = parse(
+      "graph(%x: Tensor, %y: f32[2] cpu):\n"
+      "  %0: f32[2] cpu, %1: Tensor = aten::foo(%x, %y)\n"
+      "  %2: f32[2] cpu = aten::bar(%1, %0)\n"
+      "  return (%2, %1)\n");
+  CHECK(problems(g).empty());
 }
 
 TEST_CASE("inconsistent metadata is reported") {

@@ -72,4 +72,9 @@ class Node;
 // is given a tensor.
 bool node_may_write(const Node& node);
 
+// Whether `node` draws random numbers: an operator that is random by its properties, or
+// an attention kernel given a dropout probability other than zero (so two such calls
+// differ, and a recomputation or a replayed CUDA graph would draw another mask).
+bool node_draws_random(const Node& node);
+
 }  // namespace dynvm::graph
