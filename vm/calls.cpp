@@ -228,6 +228,22 @@ bool marked_constant(PyObject* fn) {
   return flag.get() == Py_True;
 }
 
+// torch.cuda._get_device_properties, which torch.cuda.get_device_properties and
+// get_device_capability end in (transformers' MoE layers ask for the GPU's capability on
+// every call): a device's properties are fixed for the process, so a call on a concrete
+// device index is answered when traced. torch defines it when CUDA initialises.
+bool is_device_properties_query(PyObject* fn) {
+  static PyObject* name = PyUnicode_InternFromString("torch.cuda");  // kept for the process
+  PyRef module = PyRef::steal(name != nullptr ? PyImport_GetModule(name) : nullptr);
+  if (!module) {
+    PyErr_Clear();
+    return false;
+  }
+  PyRef query = PyRef::steal(PyObject_GetAttrString(module.get(), "_get_device_properties"));
+  if (!query) PyErr_Clear();
+  return query && query.get() == fn;
+}
+
 bool is_pure_module(const std::string& module) {
   return module == "math" || module == "cmath" || module == "operator" || module == "_operator";
 }
@@ -1531,6 +1547,9 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
       return method;
     }
     unsupported("function.__get__ with these arguments");
+  }
+  if (is_device_properties_query(fn) && all_concrete(args, kwargs)) {
+    return call_concrete(fn, args, kwargs);
   }
   if (callable->source && marked_constant(fn) && all_concrete(args, kwargs)) {
     // torch._dynamo.assume_constant_result (transformers' install probes): its answer is

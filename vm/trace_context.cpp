@@ -504,12 +504,15 @@ bool TraceContext::record_attribute_write(const ValuePtr& object, const std::str
     auto held = containers_.find(dict);
     if (held != containers_.end()) {
       // A plain setattr stores the value in the dict: the Dict the trace holds (not mutated by
-      // it, so only the SetAttr is replayed) takes the write too. Anything else ends the trace.
+      // it, so only the SetAttr is replayed) takes the write too. object.__setattr__ is plain
+      // whatever the class's own __setattr__ (ModelOutput's calls it through super()).
+      // Anything else ends the trace.
       PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
       PyObject* descr = _PyType_Lookup(type, key.get());  // borrowed
       const ValuePtr& held_dict = held->second.value;
-      if (held->second.aliased || held_dict->mutable_here ||
-          type->tp_setattro != PyObject_GenericSetAttr ||
+      bool generic =
+          kind == SideEffect::Kind::GenericSetAttr || type->tp_setattro == PyObject_GenericSetAttr;
+      if (held->second.aliased || held_dict->mutable_here || !generic ||
           (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr)) {
         unsupported("setting attribute '" + name + "' of " + object->source->to_string() +
                     " while the trace holds its __dict__ as " + held->second.key);

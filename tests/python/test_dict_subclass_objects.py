@@ -335,3 +335,39 @@ def test_dict_subclass_with_its_own_item_lookup_keeps_eager_results():
 
     x = torch.randn(3)
     assert torch.equal(dynvm.compile(f, backend="eager")(x), f(x))
+
+
+class _PlainSetattrOutput(collections.OrderedDict):
+    """Like transformers' ModelOutput: a __setattr__ of its own, which ends in
+    object.__setattr__ through super()."""
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+
+    def set_loss(self, x):
+        before = self.__dict__.get("loss")
+        super().__setattr__("loss", x * 2)
+        return self.__dict__["loss"] + 1, before
+
+
+def test_object_setattr_on_an_object_whose_dict_the_trace_holds():
+    # object.__setattr__ stores into the instance's __dict__ whatever the class's own
+    # __setattr__; the __dict__ the trace holds takes the write. Before, the class's
+    # Python __setattr__ made it a graph break (ModelOutput's frames in a Hugging Face
+    # training step).
+    def fn(o, x):
+        return o.set_loss(x)
+
+    def make():
+        o = _PlainSetattrOutput()
+        o.logits = torch.ones(2)
+        return o
+
+    x = torch.arange(2.0)
+    report = dynvm.explain(fn)(make(), x)
+    assert report.graph_count == 1 and report.graph_break_count == 0, report.break_reasons
+    mine, theirs = make(), make()
+    got, want = dynvm.compile(fn)(mine, x), fn(theirs, x)
+    torch.testing.assert_close(got, want)
+    assert mine.__dict__.keys() == theirs.__dict__.keys()
+    torch.testing.assert_close(mine.loss, theirs.loss)

@@ -1694,3 +1694,32 @@ def test_a_method_made_afresh_at_each_read_does_not_recompile_every_call():
     # its call is a graph break that runs it with its cache (it was inlined on every call,
     # appending each time).
     assert _WARNER.said == ["once"]
+
+
+def test_a_query_of_the_gpu_s_properties_is_answered_when_traced(monkeypatch):
+    # transformers' MoE layers ask torch.cuda.get_device_capability(weight.device) on every
+    # call, which ends in the C function torch.cuda._get_device_properties: a graph break
+    # at each layer (Mixtral in bfloat16 on the H200: 17 graphs). A device's properties
+    # are fixed for the process, so the call on a concrete index is made when traced.
+    class Properties:
+        major, minor = 9, 0
+
+    calls = []
+
+    def properties(index):
+        calls.append(index)
+        return Properties()
+
+    monkeypatch.setattr(torch.cuda, "_get_device_properties", properties, raising=False)
+
+    def fn(x):
+        p = torch.cuda._get_device_properties(0)
+        return x * 2 if (p.major, p.minor) >= (8, 0) else x - 1
+
+    report = dynvm.explain(fn)(torch.ones(3))
+    assert report.graph_count == 1 and report.graph_break_count == 0, report.break_reasons
+    compiled = dynvm.compile(fn)
+    calls.clear()
+    for _ in range(3):
+        torch.testing.assert_close(compiled(torch.ones(3)), torch.full((3,), 2.0))
+    assert calls == [0], calls  # traced once, answered then
