@@ -157,10 +157,22 @@ void InlineFrame::do_call(int argc, int kw_names_const) {
     callable = callable_or_null;
     all.insert(all.begin(), self_or_callable);
   }
-  if (all.empty() && kwargs.empty() && callable->is(TracedValue::Kind::Object) &&
+  if (kwargs.empty() && callable->is(TracedValue::Kind::Object) &&
       callable->py() == reinterpret_cast<PyObject*>(&PySuper_Type)) {
-    push(zero_argument_super());
-    return;
+    if (all.empty()) {
+      push(zero_argument_super());
+      return;
+    }
+    if (all.size() == 2 && all[0]->py() != nullptr && PyType_Check(all[0]->py()) &&
+        (all[1]->py() == nullptr || !PyType_Check(all[1]->py()))) {
+      // super(Class, obj) (3.11 calls it; 3.12 has LOAD_SUPER_ATTR for both forms): the
+      // class, a guarded object, and the instance, looked up past the class in its MRO.
+      auto sup = std::make_shared<TracedValue>();
+      sup->kind = TracedValue::Kind::Super;
+      sup->items = {all[0], all[1]};
+      push(sup);
+      return;
+    }
   }
   push(call_value(context_, callable, std::move(all), std::move(kwargs)));
 }

@@ -1723,3 +1723,30 @@ def test_a_query_of_the_gpu_s_properties_is_answered_when_traced(monkeypatch):
     for _ in range(3):
         torch.testing.assert_close(compiled(torch.ones(3)), torch.full((3,), 2.0))
     assert calls == [0], calls  # traced once, answered then
+
+
+class _Doubler(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class _ShiftedDoubler(_Doubler):
+    def forward(self, x):
+        # The two-argument form, as older code writes it (a CALL of super on 3.11).
+        return super(_ShiftedDoubler, self).forward(x) + 1
+
+
+def test_two_argument_super_is_traced():
+    model = _ShiftedDoubler()
+    x = torch.randn(4)
+    report = dynvm.explain(model)(x)
+    assert report.graph_count == 1 and report.graph_break_count == 0, report.break_reasons
+    torch.testing.assert_close(dynvm.compile(model)(x), model(x))
+
+    def wrong_class(m, x):  # eager raises TypeError: obj is not an instance of the class
+        return super(torch.nn.Linear, m).forward(x)
+
+    with pytest.raises(TypeError):
+        wrong_class(model, x)
+    with pytest.raises(TypeError):
+        dynvm.compile(wrong_class)(model, x)
