@@ -964,6 +964,27 @@ void InlineFrame::step(const Instruction& ins) {
       push(TracedValue::constant(PyRef::borrow(matches ? Py_True : Py_False)));
       return;
     }
+    case Op::MatchSequence:
+      push(TracedValue::constant(
+          PyRef::borrow(matches_sequence(context_, top()) ? Py_True : Py_False)));
+      return;
+    case Op::MatchMapping:
+      push(TracedValue::constant(
+          PyRef::borrow(matches_mapping(context_, top()) ? Py_True : Py_False)));
+      return;
+    case Op::MatchKeys: {
+      ValuePtr keys = top();
+      ValuePtr subject = stack_.at(stack_.size() - 2);
+      push(match_keys(context_, subject, keys));
+      return;
+    }
+    case Op::MatchClass: {
+      ValuePtr names = pop();
+      ValuePtr cls = pop();
+      ValuePtr subject = pop();
+      push(match_class(context_, subject, cls, n.arg, names));
+      return;
+    }
     default: {
       Unsupported refused;
       refused.reason = "bytecode " + std::string(frontend::op_name(n.op)) + " (" +

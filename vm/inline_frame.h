@@ -148,6 +148,15 @@ ValuePtr subscript(TraceContext& context, const ValuePtr& container, const Value
 void store_subscript(TraceContext& context, const ValuePtr& container, const ValuePtr& key,
                      const ValuePtr& value);
 bool contains(TraceContext& context, const ValuePtr& item, const ValuePtr& container);
+// The match statement (vm/match_statement.cpp): whether type(subject) is a sequence or a
+// mapping by its flags (MATCH_SEQUENCE, MATCH_MAPPING); the values of constant `keys` in
+// a mapping, or None (MATCH_KEYS); the attributes a class pattern extracts, or None
+// (MATCH_CLASS). Throw Unsupported, also where eager raises.
+bool matches_sequence(TraceContext& context, const ValuePtr& subject);
+bool matches_mapping(TraceContext& context, const ValuePtr& subject);
+ValuePtr match_keys(TraceContext& context, const ValuePtr& subject, const ValuePtr& keys);
+ValuePtr match_class(TraceContext& context, const ValuePtr& subject, const ValuePtr& cls,
+                     int positional, const ValuePtr& names);
 // iter(value): an Iterator is itself, a class's own __iter__ gives its iterator (a generator
 // stays lazy), anything else an Iterator over its items. Throws Unsupported.
 ValuePtr iterator_of(TraceContext& context, const ValuePtr& value);

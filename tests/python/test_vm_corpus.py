@@ -26,7 +26,6 @@ pytestmark = pytest.mark.skipif(
 # removed from this table (docs/status.md lists the same gaps).
 KNOWN_GAPS = {
     "try_except_key_error_caught": "exceptions raised and caught inside the trace",
-    "match_on_shape_sequence": "the match statement (MATCH_SEQUENCE)",
     "module_forward_hooks": "nn.Module hooks are a graph break",
     "lists_of_ints": "list.remove",
     "operator_module": "operator.itemgetter objects",
