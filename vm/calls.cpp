@@ -12,6 +12,7 @@
 #include "inline_frame.h"
 #include "known_objects.h"
 #include "lazy_items.h"
+#include "python_values.h"
 #include "torch_bridge.h"
 #include "trace_context.h"
 #include "user_objects.h"
@@ -244,6 +245,99 @@ bool is_device_properties_query(PyObject* fn) {
   return query && query.get() == fn;
 }
 
+// operator's class `name`, a reference kept for the process; nullptr when missing.
+PyObject* operator_class(const char* name) {
+  PyRef module = PyRef::steal(PyImport_ImportModule("operator"));
+  PyObject* cls = module ? PyObject_GetAttrString(module.get(), name) : nullptr;
+  if (cls == nullptr) PyErr_Clear();
+  return cls;
+}
+
+// "itemgetter" or "attrgetter" when `type` is operator's class of that name, else nullptr.
+const char* operator_getter_kind(PyObject* type) {
+  static PyObject* const item_getter = operator_class("itemgetter");
+  static PyObject* const attr_getter = operator_class("attrgetter");
+  if (type == nullptr) return nullptr;
+  if (type == item_getter) return "itemgetter";
+  if (type == attr_getter) return "attrgetter";
+  return nullptr;
+}
+
+// An operator.itemgetter or attrgetter object called on a traced value: what it holds
+// (read through __reduce__, as pickling does) applied as subscripts or attribute reads,
+// one value for one item, else a tuple.
+ValuePtr call_operator_getter(TraceContext& ctx, PyObject* getter, const ValuePtr& subject) {
+  bool items = std::strcmp(operator_getter_kind(reinterpret_cast<PyObject*>(Py_TYPE(getter))),
+                           "itemgetter") == 0;
+  PyRef reduced = PyRef::steal(PyObject_CallMethod(getter, "__reduce__", nullptr));
+  if (!reduced || !PyTuple_Check(reduced.get()) || PyTuple_GET_SIZE(reduced.get()) < 2 ||
+      !PyTuple_Check(PyTuple_GET_ITEM(reduced.get(), 1))) {
+    unsupported_from_python_error("an operator getter's contents");
+  }
+  PyObject* held = PyTuple_GET_ITEM(reduced.get(), 1);  // borrowed
+  std::vector<ValuePtr> results;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(held); ++i) {
+    PyObject* what = PyTuple_GET_ITEM(held, i);
+    if (items) {
+      results.push_back(subscript(ctx, subject, TracedValue::constant(PyRef::borrow(what))));
+      continue;
+    }
+    if (!PyUnicode_Check(what)) unsupported("attrgetter of a name that is not a str");
+    ValuePtr value = subject;
+    std::string dotted = PyUnicode_AsUTF8(what);
+    size_t start = 0;
+    while (true) {
+      size_t dot = dotted.find('.', start);
+      value = load_attribute(ctx, value, dotted.substr(start, dot - start));
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    results.push_back(value);
+  }
+  if (results.size() == 1) return results[0];
+  return TracedValue::tuple(std::move(results));
+}
+
+// namedtuple's _replace(**fields) on a traced named tuple: a new one of its class with those
+// fields replaced. Only the method collections.namedtuple makes (its code is shared by
+// every named tuple class); a field it does not have is eager's ValueError, a break.
+ValuePtr replaced_named_tuple(const ValuePtr& tuple, const KwArgs& kwargs) {
+  if (!tuple->is(TracedValue::Kind::Tuple) || !tuple->class_value || tuple->is_size) {
+    unsupported("_replace() of a " + tuple->describe());
+  }
+  PyObject* cls = tuple->class_value->py();
+  static PyObject* reference = [] {  // kept for the process
+    PyRef collections = PyRef::steal(PyImport_ImportModule("collections"));
+    PyRef made = collections ? PyRef::steal(PyObject_CallMethod(collections.get(), "namedtuple",
+                                                                "ss", "Reference", "a"))
+                             : PyRef();
+    PyRef method = made ? PyRef::steal(PyObject_GetAttrString(made.get(), "_replace")) : PyRef();
+    PyObject* code = method ? PyObject_GetAttrString(method.get(), "__code__") : nullptr;
+    if (code == nullptr) PyErr_Clear();
+    return code;
+  }();
+  PyRef method = PyRef::steal(PyObject_GetAttrString(cls, "_replace"));
+  PyRef code = method ? PyRef::steal(PyObject_GetAttrString(method.get(), "__code__")) : PyRef();
+  PyRef fields = PyRef::steal(PyObject_GetAttrString(cls, "_fields"));
+  if (!code || code.get() != reference || !fields || !PyTuple_Check(fields.get()) ||
+      PyTuple_GET_SIZE(fields.get()) != static_cast<Py_ssize_t>(tuple->items.size())) {
+    PyErr_Clear();
+    unsupported("_replace() other than namedtuple's");
+  }
+  std::vector<ValuePtr> items = tuple->items;
+  for (const auto& [name, value] : kwargs) {
+    Py_ssize_t found = -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()); ++i) {
+      if (name == PyUnicode_AsUTF8(PyTuple_GET_ITEM(fields.get(), i))) found = i;
+    }
+    if (found < 0) unsupported("_replace() of a field the named tuple does not have");
+    items[static_cast<size_t>(found)] = value;
+  }
+  ValuePtr replaced = TracedValue::tuple(std::move(items));
+  replaced->class_value = tuple->class_value;
+  return replaced;
+}
+
 bool is_pure_module(const std::string& module) {
   return module == "math" || module == "cmath" || module == "operator" || module == "_operator";
 }
@@ -364,6 +458,16 @@ ValuePtr dynvm_wrapper_target(TraceContext& ctx, PyObject* object, const SourceP
 ValuePtr call_module(TraceContext& ctx, const ValuePtr& module_value, std::vector<ValuePtr> args,
                      KwArgs kwargs) {
   PyObject* module = module_value->py();
+  if (!module_value->source && !module_value->items.empty() && args.size() == 1 && kwargs.empty() &&
+      module != nullptr &&
+      reinterpret_cast<PyObject*>(Py_TYPE(module)) == known().sequential_type.get()) {
+    // A slice of an nn.Sequential (module_slice: its children, each with its source):
+    // Sequential.forward, each child called on the previous one's result. A new module
+    // has no hooks of its own; each child's are guarded where it is called.
+    ValuePtr value = args[0];
+    for (const ValuePtr& child : module_value->items) value = call_value(ctx, child, {value}, {});
+    return value;
+  }
   if (!module_value->source) unsupported("calling an nn.Module made during tracing");
   ctx.guard(TraceContext::GuardKind::NoHooks, module_value->source, module);
   // Hooks change what a call does; the NoHooks guard re-checks them on every call.
@@ -988,6 +1092,32 @@ ValuePtr call_container_method(TraceContext& ctx, const std::string& method, con
       self->items.erase(self->items.begin() + i);
       return v;
     }
+    if (method == "remove" && args.size() == 1) {
+      // The first item that is the value or equals it, as list.remove compares (identity
+      // first, then ==): concrete items compare now; a tensor compared by == would give
+      // an ambiguous truth value in eager, so an item that is neither breaks.
+      require_mutable();
+      PyRef wanted = concrete_object(args[0]);
+      for (size_t i = 0; i < self->items.size(); ++i) {
+        const ValuePtr& item = self->items[i];
+        bool equal = item == args[0] || (item->py() != nullptr && item->py() == args[0]->py());
+        if (!equal) {
+          PyRef concrete = concrete_object(item);
+          if (!concrete || !wanted || !is_guardable_constant(concrete.get()) ||
+              !is_guardable_constant(wanted.get())) {
+            unsupported("list.remove() compares values other than constants");
+          }
+          int eq = PyObject_RichCompareBool(concrete.get(), wanted.get(), Py_EQ);
+          if (eq < 0) unsupported_from_python_error("list.remove()");
+          equal = eq == 1;
+        }
+        if (equal) {
+          self->items.erase(self->items.begin() + static_cast<std::ptrdiff_t>(i));
+          return none_value();
+        }
+      }
+      unsupported("list.remove(x): x not in list");  // eager's ValueError
+    }
     if (method == "copy") return TracedValue::list(self->items, true);
     if (method == "reverse") {
       require_mutable();
@@ -1298,6 +1428,9 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
           args.push_back(kwargs[0].second);  // OrderedDict's one keyword, passed by position
           kwargs.clear();
         }
+        if (method == "_replace" && args.empty()) {
+          return replaced_named_tuple(callable->self_value, kwargs);
+        }
         if (!kwargs.empty()) {
           if (method != "update" || !args.empty()) {
             unsupported("keyword arguments to " + method + "()");
@@ -1466,6 +1599,9 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     if (constructs_as_base_exception(fn) && all_concrete(args, kwargs)) {
       return call_concrete(fn, args, kwargs);  // an exception of Python code, to raise
     }
+    if (operator_getter_kind(fn) != nullptr && kwargs.empty() && all_concrete(args, kwargs)) {
+      return call_concrete(fn, args, kwargs);  // operator.itemgetter(1), attrgetter("a.b")
+    }
     unsupported("creating an instance of " + std::string(type_name));
   }
   if (PyCFunction_Check(fn)) {
@@ -1550,6 +1686,10 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
   }
   if (is_device_properties_query(fn) && all_concrete(args, kwargs)) {
     return call_concrete(fn, args, kwargs);
+  }
+  if (!PyType_Check(fn) && operator_getter_kind(reinterpret_cast<PyObject*>(Py_TYPE(fn))) &&
+      args.size() == 1 && kwargs.empty()) {
+    return call_operator_getter(ctx, fn, args[0]);
   }
   if (callable->source && marked_constant(fn) && all_concrete(args, kwargs)) {
     // torch._dynamo.assume_constant_result (transformers' install probes): its answer is

@@ -27,10 +27,6 @@ pytestmark = pytest.mark.skipif(
 KNOWN_GAPS = {
     "try_except_key_error_caught": "exceptions raised and caught inside the trace",
     "module_forward_hooks": "nn.Module hooks are a graph break",
-    "lists_of_ints": "list.remove",
-    "operator_module": "operator.itemgetter objects",
-    "sequential_index_and_slice": "slicing an nn.Sequential",
-    "namedtuple_built_inside": "namedtuple._replace()",
 }
 
 

@@ -1750,3 +1750,48 @@ def test_two_argument_super_is_traced():
         wrong_class(model, x)
     with pytest.raises(TypeError):
         dynvm.compile(wrong_class)(model, x)
+
+
+def test_library_objects_once_known_gaps_of_the_corpus():
+    # list.remove, operator.itemgetter/attrgetter, namedtuple._replace and a slice of an
+    # nn.Sequential called: each was a graph break (strict xfails of test_vm_corpus.py).
+    import collections
+    import operator
+
+    Pair = collections.namedtuple("Pair", "a b")
+
+    class Holder:
+        def __init__(self, t):
+            self.inner = Pair(t, t * 3)
+
+    seq = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+
+    def fn(x, holder):
+        items = [3, x, 1, 3]
+        items.remove(3)  # the first 3 only
+        items.remove(x)  # by identity
+        pick = operator.itemgetter(0, 2)
+        deep = operator.attrgetter("inner.b", "inner.a")
+        p = Pair(x, x + 1)._replace(b=x * 5)
+        first, last = pick([x, 0, x * 2])
+        b, a = deep(holder)
+        return items, first + last + b - a, p, seq[1:](seq[0](x)) + seq[:2](x).sum()
+
+    x = torch.randn(3)
+    holder = Holder(torch.ones(3))
+    report = dynvm.explain(fn)(x, holder)
+    assert report.graph_count == 1 and report.graph_break_count == 0, report.break_reasons
+    got, want = dynvm.compile(fn)(x, holder), fn(x, holder)
+    assert got[0] == want[0] and type(got[2]) is Pair
+    for a, b in zip((got[1], *got[2], got[3]), (want[1], *want[2], want[3])):
+        torch.testing.assert_close(a, b)
+
+    def missing(x):
+        items = [1, 2]
+        items.remove(5)  # eager's ValueError
+        return x
+
+    with pytest.raises(ValueError):
+        dynvm.compile(missing)(x)
+    with pytest.raises(ValueError):
+        dynvm.compile(lambda x: Pair(x, x)._replace(c=1))(x)
