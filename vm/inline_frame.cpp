@@ -964,6 +964,32 @@ void InlineFrame::step(const Instruction& ins) {
       push(TracedValue::constant(PyRef::borrow(matches ? Py_True : Py_False)));
       return;
     }
+    case Op::GetYieldFromIter:
+      // `yield from x` in a generator the trace steps: x's iterator (a generator stays
+      // lazy, and is stepped by SEND as its delegate).
+      push(iterator_of(context_, pop()));
+      return;
+    case Op::Send: {
+      // [receiver, sent]: the receiver's next item, or, once it is finished, what it
+      // returned in its place and a jump past the delegation (3.12's END_SEND included).
+      // Consumers the trace runs only ask for items, so the value sent is None.
+      ValuePtr sent = pop();
+      ValuePtr receiver = top();
+      if (!sent->is_constant() || sent->py() != Py_None) unsupported("send() into yield from");
+      if (!receiver->is(TracedValue::Kind::Iterator)) {
+        unsupported("yield from a live " + receiver->describe());
+      }
+      if (ValuePtr item = next_item(context_, receiver)) {
+        push(std::move(item));
+        return;
+      }
+      pop();
+      ValuePtr result = receiver->lazy ? receiver->lazy->returned() : nullptr;
+      push(result ? result : TracedValue::constant(PyRef::borrow(Py_None)));
+      pc_ = n.target;
+      jumped_ = true;
+      return;
+    }
     case Op::MatchSequence:
       push(TracedValue::constant(
           PyRef::borrow(matches_sequence(context_, top()) ? Py_True : Py_False)));

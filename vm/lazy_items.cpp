@@ -82,22 +82,28 @@ class GeneratorSteps final : public LazyItems {
       }
     } step{*this, ctx};
     const size_t nodes_before = ctx.bridge->node_count();
+    ValuePtr result;
     try {
-      frame_->run();
+      result = frame_->run();
     } catch (...) {
       frame_.reset();  // a generator that raised is finished
       throw;
     }
     if (step.ahead) check_drained_generator_writes_no_tensor(ctx, nodes_before);
     ValuePtr item = frame_->take_yielded();
-    if (!item) frame_.reset();  // it returned
+    if (!item) {  // it returned
+      returned_ = std::move(result);
+      frame_.reset();
+    }
     return item;
   }
   bool pending() const override { return frame_ != nullptr; }
   bool pure() const override { return false; }
+  ValuePtr returned() const override { return returned_; }
 
  private:
   std::unique_ptr<InlineFrame> frame_;
+  ValuePtr returned_;
   uint64_t start_serial_;
   bool running_ = false;
 };

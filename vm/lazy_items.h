@@ -28,6 +28,9 @@ class LazyItems {
   // Whether producing the rest runs no user code (the rest of an enumerate or zip over
   // lists): a frame rebuilt at a graph break may then be given them all.
   virtual bool pure() const = 0;
+  // What a finished generator returned (StopIteration's value: what `yield from` gives),
+  // or null: None for everything else.
+  virtual ValuePtr returned() const { return nullptr; }
 
   // The traced frame's instruction that made it, and the how-manieth arrival there (where
   // a graph break can come instead when the frame cannot be rebuilt with it suspended).

@@ -379,3 +379,39 @@ def test_what_eager_refuses_on_a_generator_raises_as_in_eager(fn):
     with pytest.raises(TypeError) as got:
         dynvm.compile(fn, backend="eager")(torch.ones(2))
     assert str(got.value) == str(want.value)
+
+
+def _counted(x, n, log):
+    for i in range(n):
+        log.append(i)
+        yield x * i
+    return n * 10
+
+
+def _delegating(x, log):
+    total = yield from _counted(x, 3, log)  # a generator's return value
+    yield from (x + 1, x + 2)  # a tuple's iterator
+    yield from [x.sum()]
+    yield total
+
+
+def test_yield_from_is_stepped_lazily_and_gives_the_return_value():
+    # GET_YIELD_FROM_ITER and SEND were refused: a generator delegating with `yield from`
+    # broke the graph. The delegate is stepped one item at a time as the consumer asks, and
+    # `yield from` gives what a generator returned.
+    def fn(x):
+        log = []
+        firsts = []
+        for v in _delegating(x, log):
+            firsts.append(v)
+            log.append("consumer")
+        return firsts, log, list(_delegating(x, []))
+
+    x = torch.randn(3)
+    report = dynvm.explain(fn)(x)
+    assert report.graph_count == 1 and report.graph_break_count == 0, report.break_reasons
+    got, want = dynvm.compile(fn)(x), fn(x)
+    assert got[1] == want[1]  # the steps interleave as in eager
+    assert got[0][-1] == want[0][-1] == 30 and got[2][-1] == 30
+    for a, b in zip(got[0][:-1] + got[2][:-1], want[0][:-1] + want[2][:-1]):
+        torch.testing.assert_close(a, b)
