@@ -319,10 +319,24 @@ ValuePtr InlineFrame::run() {
       count_executed(ins.opcode);
       step(ins);
     } catch (Unsupported& u) {
-      // Inlined frames handle exceptions the trace proves. The traced frame itself does
-      // not: a break inside its except block would resume there without the exception
-      // CPython's thread state holds; eager runs from the raising instruction instead.
-      if (u.exception && !is_root_ && enter_handler(u.exception)) continue;
+      // Frames handle exceptions the trace proves. A break inside a handler of the traced
+      // frame itself cannot resume there (CPython's thread state would not hold the
+      // exception): it comes at the instruction that raised, where eager raises and
+      // handles it; so does an exception that leaves the traced frame.
+      if (u.exception) {
+        std::pair<int, int> origin{pc_,
+                                   is_root_ && pc_ >= 0 && pc_ < static_cast<int>(arrivals_.size())
+                                       ? arrivals_[static_cast<size_t>(pc_)]
+                                       : 0};
+        if (enter_handler(u.exception)) {
+          if (is_root_) handler_origins_.push_back(origin);
+          continue;
+        }
+      }
+      if (is_root_ && !handler_origins_.empty()) {
+        u.root_instruction = handler_origins_.front().first;
+        u.root_arrival = handler_origins_.front().second;
+      }
       annotate(u);
       throw;
     }
@@ -937,9 +951,9 @@ void InlineFrame::step(const Instruction& ins) {
       if (n.arg == 0 && context_.handled_exception) raise(context_.handled_exception);
       unsupported("raise statement reached while tracing");
     case Op::Reraise: {
-      ValuePtr exception = pop();
-      if (n.arg != 0) pop();  // lasti
-      raise(exception);
+      // Pops the exception only: with an oparg, the lasti below it is read in place (the
+      // handler the exception unwinds to cuts the stack to its own depth).
+      raise(pop());
     }
     case Op::PushExcInfo: {
       ValuePtr exception = pop();
@@ -950,6 +964,7 @@ void InlineFrame::step(const Instruction& ins) {
       return;
     }
     case Op::PopExcept: {
+      if (is_root_ && !handler_origins_.empty()) handler_origins_.pop_back();
       ValuePtr previous = pop();
       context_.handled_exception =
           previous->is_constant() && previous->py() == Py_None ? nullptr : previous;
@@ -962,6 +977,23 @@ void InlineFrame::step(const Instruction& ins) {
       if (!classes || exception == nullptr) unsupported("except with an abstract class");
       bool matches = PyErr_GivenExceptionMatches(exception, classes.get()) != 0;
       push(TracedValue::constant(PyRef::borrow(matches ? Py_True : Py_False)));
+      return;
+    }
+    case Op::WithExceptStart: {
+      // [exit, lasti, previous exception, exception]: exit(type, exception, traceback),
+      // whose truth decides whether the exception is suppressed.
+      ValuePtr exception = top();
+      ValuePtr exit = stack_.at(stack_.size() - 4);
+      PyObject* raised = exception->py();
+      if (raised == nullptr || !PyExceptionInstance_Check(raised)) {
+        unsupported("leaving a with block by a " + exception->describe());
+      }
+      PyObject* traceback = PyException_GetTraceback(raised);  // new or null
+      ValuePtr traceback_value = TracedValue::constant(
+          traceback != nullptr ? PyRef::steal(traceback) : PyRef::borrow(Py_None));
+      ValuePtr type =
+          TracedValue::object(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(raised))));
+      push(call_value(context_, exit, {type, exception, traceback_value}, {}));
       return;
     }
     case Op::GetYieldFromIter:

@@ -110,6 +110,10 @@ class InlineFrame {
   StopPoint stop_;
   std::vector<int> arrivals_;           // per instruction
   std::vector<PyObject*> live_locals_;  // borrowed
+  // Handlers of the traced frame entered and not yet left (POP_EXCEPT), each with the
+  // instruction that raised and its arrival: a break inside one comes at the first raise
+  // instead, so that eager raises and handles the exception itself.
+  std::vector<std::pair<int, int>> handler_origins_;
 };
 
 // Calls a traced callable with traced arguments (inlining user code). Throws Unsupported.

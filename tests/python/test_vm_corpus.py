@@ -25,7 +25,6 @@ pytestmark = pytest.mark.skipif(
 # are strict expected failures: one that starts passing fails the run until it is
 # removed from this table (docs/status.md lists the same gaps).
 KNOWN_GAPS = {
-    "try_except_key_error_caught": "exceptions raised and caught inside the trace",
     "module_forward_hooks": "nn.Module hooks are a graph break",
 }
 

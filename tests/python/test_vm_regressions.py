@@ -1795,3 +1795,78 @@ def test_library_objects_once_known_gaps_of_the_corpus():
         dynvm.compile(missing)(x)
     with pytest.raises(ValueError):
         dynvm.compile(lambda x: Pair(x, x)._replace(c=1))(x)
+
+
+def _missing_key_caught_with_a_break(x, log):
+    table = {"a": 1}
+    try:
+        k = table["b"]
+    except KeyError as error:
+        log.append(f"missing {error}")  # an f-string of the exception: still traced
+        print("handled", error)  # a graph break inside the handler
+        k = len(error.args) + 4
+    return x * k
+
+
+def _reraised_as_another(x):
+    try:
+        return x * {"a": 1}["b"]
+    except KeyError:
+        raise ValueError("no b") from None
+
+
+def _suppressed_in_a_with(x):
+    import contextlib
+
+    y = x + 1
+    with contextlib.suppress(KeyError):
+        y = y * {"a": 2}["b"]
+    return y - 1
+
+
+def test_exceptions_raised_and_caught_in_the_traced_frame_itself(capsys):
+    # An exception the traced frame raises and catches itself was a graph break at the
+    # raise; its handler is now traced, and a break inside the handler comes at the raise
+    # (where eager raises and handles it), so CPython holds the exception there.
+    x = torch.randn(3)
+    mine, theirs = [], []
+    torch.testing.assert_close(dynvm.compile(_missing_key_caught_with_a_break)(x, mine),
+                               _missing_key_caught_with_a_break(x, theirs))
+    assert mine == theirs == ["missing 'b'"]
+    assert capsys.readouterr().out == "handled 'b'\nhandled 'b'\n"
+    report = dynvm.explain(lambda t: _missing_key_caught_with_a_break(t, []))(x)
+    assert any("print" in b.reason for b in report.break_reasons), report.break_reasons
+
+    with pytest.raises(ValueError, match="no b"):
+        dynvm.compile(_reraised_as_another)(x)
+
+    report = dynvm.explain(_suppressed_in_a_with)(x)
+    assert report.graph_break_count == 0, report.break_reasons
+    torch.testing.assert_close(dynvm.compile(_suppressed_in_a_with)(x), _suppressed_in_a_with(x))
+
+
+def _handles_its_own(x):
+    import contextlib
+
+    try:
+        with contextlib.nullcontext():
+            return x * {"a": 1}["b"]
+    except KeyError:
+        return x + 1
+
+
+def _calls_one_that_handles_its_own(x):
+    try:
+        return _handles_its_own(x)
+    except KeyError:
+        return x - 1
+
+
+def test_an_exception_leaving_a_with_block_reaches_the_handler_around_it():
+    # RERAISE popped the lasti under the exception too: the stack fell below the depth of
+    # the `except` around the `with`, so the callee's own handler was skipped and the
+    # caller's caught the exception instead (x - 1 where eager gives x + 1).
+    x = torch.randn(3)
+    report = dynvm.explain(_calls_one_that_handles_its_own)(x)
+    assert report.graph_break_count == 0, report.break_reasons
+    torch.testing.assert_close(dynvm.compile(_calls_one_that_handles_its_own)(x), x + 1)
