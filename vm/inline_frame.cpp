@@ -671,7 +671,9 @@ void InlineFrame::step(const Instruction& ins) {
     case Op::JumpIfTrueOrPop:
       jump_if(false, true, ins);
       return;
+    // GET_YIELD_FROM_ITER (`yield from x`): x's iterator as well, stepped by SEND.
     case Op::GetIter:
+    case Op::GetYieldFromIter:
       push(iterator_of(context_, pop()));
       return;
     case Op::ForIter: {
@@ -996,11 +998,6 @@ void InlineFrame::step(const Instruction& ins) {
       push(call_value(context_, exit, {type, exception, traceback_value}, {}));
       return;
     }
-    case Op::GetYieldFromIter:
-      // `yield from x` in a generator the trace steps: x's iterator (a generator stays
-      // lazy, and is stepped by SEND as its delegate).
-      push(iterator_of(context_, pop()));
-      return;
     case Op::Send: {
       // [receiver, sent]: the receiver's next item, or, once it is finished, what it
       // returned in its place and a jump past the delegation (3.12's END_SEND included).
