@@ -1099,6 +1099,52 @@ def gen_generator(b: Builder):
     return Piece(body + stmts(use, V=b.new_name(), GEN=gen, N=b.small_int_expr()))
 
 
+@feature("match", 6)
+def gen_match(b: Builder):
+    """A match statement over a list, tuple, dict, int or tensor: sequence patterns with a
+    star, mapping alternatives, a class pattern with a guard, a tensor's shape."""
+    subject = b.pick(lambda v: type(v) in (list, tuple) or is_str_dict(v) or is_int(v) or
+                     is_tensor(v))
+    if subject is None:
+        return None
+    return Piece(stmts("""
+        match S:
+            case [M]:
+                V = M
+            case [M, *_]:
+                V = len(S)
+            case {"p": M} | {"q": M}:
+                V = M
+            case int(M) if M > 1:
+                V = M * 2
+            case torch.Tensor(shape=(M, *_)):
+                V = M
+            case _:
+                V = E
+        """, S=subject, M=b.new_name("m"), V=b.new_name(), E=b.int_expr(0)), ["match"])
+
+
+@feature("yield_from", 5)
+def gen_yield_from(b: Builder):
+    """Generators delegating with `yield from` to a range, a list and another generator,
+    whose return value `yield from` gives."""
+    inner, outer, k, total = (b.new_name("gen"), b.new_name("gen"), b.new_name("k"),
+                              b.new_name("total"))
+    t, _ = b.any_tensor()
+    item = "T * 2" if t is not None else "E"
+    return Piece(stmts(f"""
+        def INNER(K):
+            yield from range(K)
+            yield from [{item}, E]
+            return K + 1
+        def OUTER(K):
+            TOTAL = yield from INNER(K)
+            yield TOTAL
+        V = list(OUTER(N))
+        """, INNER=inner, OUTER=outer, K=k, TOTAL=total, T=t or "0", E=b.int_expr(0),
+                       V=b.new_name(), N=b.small_int_expr()), ["yield_from"])
+
+
 @feature("generator_interleaved", 6)
 def gen_generator_interleaved(b: Builder):
     """A generator and the loop consuming it both read and write one state between steps
