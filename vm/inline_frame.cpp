@@ -985,7 +985,7 @@ void InlineFrame::step(const Instruction& ins) {
       // [exit, lasti, previous exception, exception]: exit(type, exception, traceback),
       // whose truth decides whether the exception is suppressed.
       ValuePtr exception = top();
-      ValuePtr exit = stack_.at(stack_.size() - 4);
+      ValuePtr exit = peek(4);
       PyObject* raised = exception->py();
       if (raised == nullptr || !PyExceptionInstance_Check(raised)) {
         unsupported("leaving a with block by a " + exception->describe());
@@ -1029,7 +1029,7 @@ void InlineFrame::step(const Instruction& ins) {
       return;
     case Op::MatchKeys: {
       ValuePtr keys = top();
-      ValuePtr subject = stack_.at(stack_.size() - 2);
+      ValuePtr subject = peek(2);
       push(match_keys(context_, subject, keys));
       return;
     }

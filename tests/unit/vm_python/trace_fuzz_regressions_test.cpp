@@ -190,3 +190,24 @@ TEST_CASE("trace: keyword names that do not fit the call are refused") {
     CHECK(t.graph_break->reason.rfind("KW_NAMES: ", 0) == 0);
   }
 }
+
+// WITH_EXCEPT_START and MATCH_KEYS read below the top of the stack with vector::at: on a
+// short stack (code the compiler would not make) the out_of_range escaped the tracer and
+// ended the process. They read through peek() now, which breaks the graph instead.
+TEST_CASE("trace: instructions reading deep in a short stack break instead of throwing") {
+  ensure_tracing();
+  for (const char* op : {"WITH_EXCEPT_START", "MATCH_KEYS"}) {
+    PyRef ns = dynvm::test::run(
+        std::string("import opcode\n"
+                    "def f(a):\n"
+                    "    return a\n"
+                    "f.__code__ = f.__code__.replace(co_code=bytes(\n"
+                    "    [opcode.opmap['RESUME'], 0, opcode.opmap['LOAD_FAST'], 0,\n"
+                    "     opcode.opmap['") +
+        op + "'], 0, opcode.opmap['RETURN_VALUE'], 0]))\n");
+    dynvm::vm::Trace t = trace(ns, "f", {"ValueError('x')"});
+    INFO(op);
+    REQUIRE(t.graph_break);
+    CHECK(t.graph_break->reason == "internal: value stack underflow");
+  }
+}
