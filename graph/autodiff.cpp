@@ -683,7 +683,7 @@ class Differentiator {
   // logsumexp, so nothing of the attention matrix is saved or recomputed.
   bool cpu_flash_attention(const Node& node, Value* g) {
     auto [query, key, value] = attention_operands(node);
-    if (!zero_dropout(node, 3)) {
+    if (node_draws_random(node)) {
       throw NoRule{"attention with dropout"};  // the forward's draws are not kept
     }
     const Argument* mask = attention_mask(node, 5, "attn_mask");
@@ -715,7 +715,7 @@ class Differentiator {
     Node* back = extern_node(
         "aten::_scaled_dot_product_efficient_attention_backward",
         {g, query, key, value, bias == nullptr ? Argument() : *bias, node.output(0), node.output(1),
-         node.output(2), node.output(3), dropout_probability(node, 5), Argument::list(mask),
+         node.output(2), node.output(3), dropout_probability(node), Argument::list(mask),
          Argument::boolean(bool_argument(node, 6, "is_causal", false))},
         {meta(query), meta(key), meta(value), meta(query)});
     if (scale != nullptr && !scale->is_none()) back->set_kwarg("scale", *scale);
@@ -732,13 +732,13 @@ class Differentiator {
     auto [query, key, value] = attention_operands(node);
     dense_attention_results(node, {query, key, value});
     const Argument* scale = argument(node, 6, "scale");
-    Node* back = extern_node("aten::_scaled_dot_product_flash_attention_backward",
-                             {g, query, key, value, node.output(0), node.output(1), Argument(),
-                              Argument(), Argument::integer(meta(query).sizes[2]),
-                              Argument::integer(meta(key).sizes[2]), dropout_probability(node, 3),
-                              Argument::boolean(bool_argument(node, 4, "is_causal", false)),
-                              node.output(6), node.output(7)},
-                             {meta(query), meta(key), meta(value)});
+    Node* back = extern_node(
+        "aten::_scaled_dot_product_flash_attention_backward",
+        {g, query, key, value, node.output(0), node.output(1), Argument(), Argument(),
+         Argument::integer(meta(query).sizes[2]), Argument::integer(meta(key).sizes[2]),
+         dropout_probability(node), Argument::boolean(bool_argument(node, 4, "is_causal", false)),
+         node.output(6), node.output(7)},
+        {meta(query), meta(key), meta(value)});
     if (scale != nullptr && !scale->is_none()) back->set_kwarg("scale", *scale);
     add_attention_gradients(query, key, value, *back);
     return true;
@@ -754,13 +754,13 @@ class Differentiator {
     dense_attention_results(node, {query, key, value});
     const Argument* bias = attention_mask(node, 3, "attn_bias");
     const Argument* scale = argument(node, 8, "scale");
-    Node* back = extern_node("aten::_scaled_dot_product_cudnn_attention_backward",
-                             {g, query, key, value, node.output(0), node.output(1), node.output(6),
-                              node.output(7), bias == nullptr ? Argument() : *bias, Argument(),
-                              Argument(), Argument::integer(meta(query).sizes[2]),
-                              Argument::integer(meta(key).sizes[2]), dropout_probability(node, 5),
-                              Argument::boolean(bool_argument(node, 6, "is_causal", false))},
-                             {meta(query), meta(key), meta(value)});
+    Node* back = extern_node(
+        "aten::_scaled_dot_product_cudnn_attention_backward",
+        {g, query, key, value, node.output(0), node.output(1), node.output(6), node.output(7),
+         bias == nullptr ? Argument() : *bias, Argument(), Argument(),
+         Argument::integer(meta(query).sizes[2]), Argument::integer(meta(key).sizes[2]),
+         dropout_probability(node), Argument::boolean(bool_argument(node, 6, "is_causal", false))},
+        {meta(query), meta(key), meta(value)});
     if (scale != nullptr && !scale->is_none()) back->set_kwarg("scale", *scale);
     add_attention_gradients(query, key, value, *back);
     return true;
@@ -792,8 +792,8 @@ class Differentiator {
 
   // The forward's dropout probability, for a backward that draws the same mask again from
   // the forward's random state.
-  Argument dropout_probability(const Node& node, size_t index) const {
-    const Argument* dropout = argument(node, index, "dropout_p");
+  static Argument dropout_probability(const Node& node) {
+    const Argument* dropout = attention_dropout(node);
     if (dropout == nullptr || dropout->is_none()) return real(0.0);
     if (dropout->kind() == Argument::Kind::Int) return real(static_cast<double>(dropout->as_int()));
     if (dropout->kind() != Argument::Kind::Double) {
@@ -822,14 +822,6 @@ class Differentiator {
     if (needs(query)) add(query, back.output(0));
     if (needs(key)) add(key, back.output(1));
     if (needs(value)) add(value, back.output(2));
-  }
-
-  // Whether argument `index` (dropout_p) is absent or zero.
-  bool zero_dropout(const Node& node, size_t index) const {
-    const Argument* dropout = argument(node, index, "dropout_p");
-    return dropout == nullptr || dropout->is_none() ||
-           (dropout->kind() == Argument::Kind::Double && dropout->as_double() == 0.0) ||
-           (dropout->kind() == Argument::Kind::Int && dropout->as_int() == 0);
   }
 
   Graph& graph_;

@@ -363,20 +363,22 @@ constexpr DropoutAttention kDropoutAttention[] = {
 
 }  // namespace
 
-bool node_draws_random(const Node& node) {
-  if (op_properties(node.op()).random) return true;
+const Argument* attention_dropout(const Node& node) {
   for (const DropoutAttention& entry : kDropoutAttention) {
     if (node.op() != entry.op) continue;
-    const Argument* dropout = node.kwarg("dropout_p");
-    if (dropout == nullptr && node.args().size() > entry.dropout_index) {
-      dropout = &node.arg(entry.dropout_index);
-    }
-    if (dropout == nullptr || dropout->is_none()) return false;
-    if (dropout->kind() == Argument::Kind::Double) return dropout->as_double() != 0.0;
-    if (dropout->kind() == Argument::Kind::Int) return dropout->as_int() != 0;
-    return true;  // a value known only at run time
+    if (const Argument* dropout = node.kwarg("dropout_p")) return dropout;
+    return node.args().size() > entry.dropout_index ? &node.arg(entry.dropout_index) : nullptr;
   }
-  return false;
+  return nullptr;
+}
+
+bool node_draws_random(const Node& node) {
+  if (op_properties(node.op()).random) return true;
+  const Argument* dropout = attention_dropout(node);
+  if (dropout == nullptr || dropout->is_none()) return false;
+  if (dropout->kind() == Argument::Kind::Double) return dropout->as_double() != 0.0;
+  if (dropout->kind() == Argument::Kind::Int) return dropout->as_int() != 0;
+  return true;  // a value known only at run time
 }
 
 }  // namespace dynvm::graph

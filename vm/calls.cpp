@@ -253,22 +253,23 @@ PyObject* operator_class(const char* name) {
   return cls;
 }
 
-// "itemgetter" or "attrgetter" when `type` is operator's class of that name, else nullptr.
-const char* operator_getter_kind(PyObject* type) {
+enum class OperatorGetter { None, Item, Attr };
+
+// Which of operator.itemgetter and attrgetter `type` is.
+OperatorGetter operator_getter_kind(PyObject* type) {
   static PyObject* const item_getter = operator_class("itemgetter");
   static PyObject* const attr_getter = operator_class("attrgetter");
-  if (type == nullptr) return nullptr;
-  if (type == item_getter) return "itemgetter";
-  if (type == attr_getter) return "attrgetter";
-  return nullptr;
+  if (type != nullptr && type == item_getter) return OperatorGetter::Item;
+  if (type != nullptr && type == attr_getter) return OperatorGetter::Attr;
+  return OperatorGetter::None;
 }
 
 // An operator.itemgetter or attrgetter object called on a traced value: what it holds
 // (read through __reduce__, as pickling does) applied as subscripts or attribute reads,
 // one value for one item, else a tuple.
 ValuePtr call_operator_getter(TraceContext& ctx, PyObject* getter, const ValuePtr& subject) {
-  bool items = std::strcmp(operator_getter_kind(reinterpret_cast<PyObject*>(Py_TYPE(getter))),
-                           "itemgetter") == 0;
+  bool items =
+      operator_getter_kind(reinterpret_cast<PyObject*>(Py_TYPE(getter))) == OperatorGetter::Item;
   PyRef reduced = PyRef::steal(PyObject_CallMethod(getter, "__reduce__", nullptr));
   if (!reduced || !PyTuple_Check(reduced.get()) || PyTuple_GET_SIZE(reduced.get()) < 2 ||
       !PyTuple_Check(PyTuple_GET_ITEM(reduced.get(), 1))) {
@@ -1599,7 +1600,8 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     if (constructs_as_base_exception(fn) && all_concrete(args, kwargs)) {
       return call_concrete(fn, args, kwargs);  // an exception of Python code, to raise
     }
-    if (operator_getter_kind(fn) != nullptr && kwargs.empty() && all_concrete(args, kwargs)) {
+    if (operator_getter_kind(fn) != OperatorGetter::None && kwargs.empty() &&
+        all_concrete(args, kwargs)) {
       return call_concrete(fn, args, kwargs);  // operator.itemgetter(1), attrgetter("a.b")
     }
     unsupported("creating an instance of " + std::string(type_name));
@@ -1687,7 +1689,7 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
   if (is_device_properties_query(fn) && all_concrete(args, kwargs)) {
     return call_concrete(fn, args, kwargs);
   }
-  if (!PyType_Check(fn) && operator_getter_kind(reinterpret_cast<PyObject*>(Py_TYPE(fn))) &&
+  if (operator_getter_kind(reinterpret_cast<PyObject*>(Py_TYPE(fn))) != OperatorGetter::None &&
       args.size() == 1 && kwargs.empty()) {
     return call_operator_getter(ctx, fn, args[0]);
   }

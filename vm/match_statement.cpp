@@ -31,10 +31,14 @@ unsigned long type_flags(TraceContext& ctx, const ValuePtr& subject) {
   return PyType_GetFlags(reinterpret_cast<PyTypeObject*>(type->py()));
 }
 
+// A fresh object(): a default no lookup can give back.
+PyRef sentinel() {
+  return PyRef::steal(PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type)));
+}
+
 // getattr(subject, name) or nullptr where the subject has no such attribute.
 ValuePtr attribute_or_null(TraceContext& ctx, const ValuePtr& subject, PyObject* name) {
-  PyRef missing =
-      PyRef::steal(PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type)));
+  PyRef missing = sentinel();
   ValuePtr sentinel = TracedValue::object(missing);
   ValuePtr value = call_builtin_named(
       ctx, "getattr", {subject, TracedValue::constant(PyRef::borrow(name)), sentinel});
@@ -65,8 +69,7 @@ ValuePtr match_keys(TraceContext& ctx, const ValuePtr& subject, const ValuePtr& 
     unsupported("a mapping pattern with a key given twice or unhashable");
   }
   ValuePtr get = load_attribute(ctx, subject, "get");
-  PyRef missing =
-      PyRef::steal(PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type)));
+  PyRef missing = sentinel();
   std::vector<ValuePtr> values;
   for (Py_ssize_t i = 0; i < n; ++i) {
     ValuePtr key = TracedValue::constant(PyRef::borrow(PyTuple_GET_ITEM(key_tuple.get(), i)));

@@ -584,17 +584,17 @@ void TorchBridge::add_records(PyObject* records) {
     }
     std::vector<graph::ValueType> types;
     std::vector<PyObject*> output_fakes;  // per output; nullptr where it is no tensor
+    bool after_a_result = false;          // a tensor the graph knows came before
     Py_ssize_t noutputs = PyList_GET_SIZE(outputs);
     // Trailing None results (an optional output not computed, e.g. attention weights)
     // are not graph values: the node declares the tensors before them.
     while (noutputs > 0 && PyList_GET_ITEM(outputs, noutputs - 1) == Py_None) --noutputs;
     for (Py_ssize_t i = 0; i < noutputs; ++i) {
       PyObject* o = PyList_GET_ITEM(outputs, i);
-      bool after_a_result = false;
-      for (PyObject* f : output_fakes) after_a_result = after_a_result || f != nullptr;
       if (is_tensor(o) && !(after_a_result && is_opaque_result(o))) {
         types.push_back(graph::ValueType::tensor(meta_of(o)));  // unsupported() if unknown
         output_fakes.push_back(o);
+        after_a_result = true;
       } else if (o == Py_None || is_tensor(o)) {
         // An undefined tensor among the results (CUDA's flash attention gives no
         // cumulative sequence lengths for dense inputs), or state of unknown metadata

@@ -64,6 +64,7 @@ struct OpProperties {
 
 OpProperties op_properties(std::string_view op);
 
+class Argument;
 class Node;
 
 // Whether `node` may write a tensor it is given, from its name and arguments: an operator
@@ -71,6 +72,11 @@ class Node;
 // training or without running statistics, which writes nothing; an opaque operator that
 // is given a tensor.
 bool node_may_write(const Node& node);
+
+// The dropout_p argument of an attention kernel (scaled_dot_product_attention and the
+// CPU's flash, CUDA's flash, memory-efficient and cuDNN kernels), by name or position;
+// nullptr for other operators and where none is given.
+const Argument* attention_dropout(const Node& node);
 
 // Whether `node` draws random numbers: an operator that is random by its properties, or
 // an attention kernel given a dropout probability other than zero (so two such calls
