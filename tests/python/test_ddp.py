@@ -31,8 +31,10 @@ def _train(mode, out):
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
          str(WORKER), mode, str(out)],
         capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1"))
+    # The launcher's own report of a failed rank is about 3,000 characters long: the
+    # rank's traceback (or, from faulthandler, its Python stack at a crash) is before it.
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-20000:]
     return [torch.load(out / f"{mode}-{rank}.pt") for rank in range(2)]
 
 

@@ -20,6 +20,18 @@ import dynvm
 def main(mode, out):
     backend = os.environ.get("DYNVM_DDP_BACKEND", "gloo")
     dist.init_process_group(backend)
+    try:
+        train(mode, out, backend)
+        # No rank tears its connections down while the other still uses them.
+        dist.barrier()
+    finally:
+        # Also when training raised: a process that exits with the group alive aborts in
+        # gloo's threads ("terminate called without an active exception"), which hides
+        # the traceback behind a SIGABRT.
+        dist.destroy_process_group()
+
+
+def train(mode, out, backend):
     rank = dist.get_rank()
     device = "cpu"
     if backend == "nccl":
@@ -49,7 +61,6 @@ def main(mode, out):
     if rank == 0:
         with open(f"{out}/{mode}-counters.json", "w") as f:
             json.dump(dict(dynvm.counters), f)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
