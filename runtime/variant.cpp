@@ -515,6 +515,22 @@ bool replay_side_effects(const std::vector<vm::SideEffect>& effects,
         }
         break;
       }
+      case vm::SideEffect::Kind::CallMethod: {
+        PyRef method = PyRef::steal(PyObject_GetAttrString(target.get(), effect.name.c_str()));
+        if (!method || !PyTuple_Check(value.get()) || PyTuple_GET_SIZE(value.get()) != 2) {
+          if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "dynvm: internal error: a deferred call's arguments");
+          }
+          return false;
+        }
+        PyObject* keywords = PyTuple_GET_ITEM(value.get(), 1);
+        PyRef result =
+            PyRef::steal(PyObject_Call(method.get(), PyTuple_GET_ITEM(value.get(), 0),
+                                       PyDict_GET_SIZE(keywords) != 0 ? keywords : nullptr));
+        rc = result ? 0 : -1;
+        break;
+      }
     }
     if (rc < 0) return false;
   }

@@ -1698,6 +1698,7 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     // fixed for the process, so it is called now and its result kept as a constant.
     return call_concrete(fn, args, kwargs);
   }
+  if (ValuePtr result = defer_logging_call(ctx, callable, args, kwargs)) return result;
   if (callable->source && std::strcmp(Py_TYPE(fn)->tp_name, "functools._lru_cache_wrapper") == 0) {
     // functools.lru_cache: the function it wraps runs, the cache not consulted, which
     // gives eager's result only for a pure function. One that changes anything existing
@@ -1707,9 +1708,12 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     if (!wrapped) unsupported_from_python_error("an lru_cache wrapper");
     size_t effects = ctx.side_effects.size();
     size_t mutations = ctx.container_mutations;
-    ValuePtr result =
-        call_value(ctx, ctx.wrap(wrapped.get(), Source::attr(callable->source, "__wrapped__")),
-                   std::move(args), std::move(kwargs));
+    ValuePtr result = call_value(
+        ctx, ctx.wrap(wrapped.get(), Source::attr(callable->source, "__wrapped__")), args, kwargs);
+    if (ctx.container_mutations == mutations &&
+        defer_cached_logging_call(ctx, callable, args, kwargs, effects, result)) {
+      return result;
+    }
     if (ctx.side_effects.size() != effects || ctx.container_mutations != mutations) {
       unsupported(
           "an lru_cache-wrapped function with side effects (its cache decides whether "

@@ -295,6 +295,13 @@ void InlineFrame::annotate(Unsupported& u) const {
 }
 
 ValuePtr InlineFrame::run() {
+  struct Executing {  // this frame, while it runs, then the one that called it
+    TraceContext& ctx;
+    const InlineFrame* caller;
+    ~Executing() { ctx.executing_frame = caller; }
+  } executing{context_, context_.executing_frame};
+  caller_ = context_.executing_frame;
+  context_.executing_frame = this;
   const auto& instructions = code_->instructions;
   int executed = 0;
   while (!return_value_) {

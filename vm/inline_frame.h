@@ -62,6 +62,8 @@ class InlineFrame {
   const GlobalsScope& scope() const { return scope_; }
   // The source line of the instruction being executed.
   int current_line() const;
+  // The frame whose call runs this one (while it runs), or null for the traced frame.
+  const InlineFrame* caller() const { return caller_; }
   // Fills the place of an Unsupported raised while this frame executes its instruction.
   void annotate(Unsupported& u) const;
 
@@ -95,6 +97,7 @@ class InlineFrame {
                bool none_test = false);
 
   TraceContext& context_;
+  const InlineFrame* caller_ = nullptr;
   std::shared_ptr<const frontend::CodeInfo> code_;
   PyRef code_object_;
   GlobalsScope scope_;
@@ -161,6 +164,19 @@ bool matches_mapping(TraceContext& context, const ValuePtr& subject);
 ValuePtr match_keys(TraceContext& context, const ValuePtr& subject, const ValuePtr& keys);
 ValuePtr match_class(TraceContext& context, const ValuePtr& subject, const ValuePtr& cls,
                      int positional, const ValuePtr& names);
+// `logger.warning(...)` and the other emitting methods of a logging.Logger, called with
+// constants on a level it emits: recorded as a side effect that makes the call after the
+// graph (a CallMethod), with None as its result. Null when the call is not one, to be
+// traced as usual (vm/logging_calls.cpp).
+ValuePtr defer_logging_call(TraceContext& context, const ValuePtr& callable,
+                            const std::vector<ValuePtr>& args, const KwArgs& kwargs);
+// An lru_cache-wrapped method of a logging.Logger (transformers' `logger.warning_once`)
+// whose traced body made only deferred log calls since `first_effect`, and returned None:
+// those calls are replaced by one deferred call of the method itself, whose cache decides
+// after the graph whether it logs. False, changing nothing, when the call is not one.
+bool defer_cached_logging_call(TraceContext& context, const ValuePtr& callable,
+                               const std::vector<ValuePtr>& args, const KwArgs& kwargs,
+                               size_t first_effect, const ValuePtr& result);
 // iter(value): an Iterator is itself, a class's own __iter__ gives its iterator (a generator
 // stays lazy), anything else an Iterator over its items. Throws Unsupported.
 ValuePtr iterator_of(TraceContext& context, const ValuePtr& value);

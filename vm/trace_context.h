@@ -20,6 +20,7 @@
 namespace dynvm::vm {
 
 class TorchBridge;
+class InlineFrame;
 
 // Thrown inside the VM when it meets something it cannot trace; caught by the tracer,
 // which turns it into a graph break. Never leaves vm/.
@@ -102,6 +103,8 @@ class TraceContext {
   // The traced frame itself: its code, the instruction it is executing and how many times
   // execution has arrived there (kept by InlineFrame::run).
   const frontend::CodeInfo* root_code = nullptr;
+  // The frame whose instruction is executing now, innermost (set by InlineFrame::run).
+  const InlineFrame* executing_frame = nullptr;
   int root_instruction = -1;
   int root_arrival = 0;
 

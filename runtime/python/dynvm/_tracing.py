@@ -570,3 +570,16 @@ class NoGradFunctionContext:
 
     def set_materialize_grads(self, value):
         pass
+
+
+def emit_log(logger, level, filename, lineno, function, msg, *args):
+    """A log call the trace deferred to after the graph (vm/logging_calls.cpp): what
+    `logger.log(level, msg, *args)` does at `filename:lineno` in `function`, the place
+    logging would have found in the caller's frame, which the graph's caller is not."""
+    if not logger.isEnabledFor(level):
+        return
+    if not logging._srcfile:
+        filename, lineno, function = "(unknown file)", 0, "(unknown function)"
+    record = logger.makeRecord(logger.name, level, filename, lineno, msg, args, None, function,
+                               None, None)
+    logger.handle(record)

@@ -113,6 +113,9 @@ struct SideEffect {
     // del target[name] in a globals dict (DELETE_GLOBAL), `target` as for SetGlobal; the value
     // is None. A name already gone is left so: the trace deleted what it had set itself.
     DeleteGlobal,
+    // getattr(target, name)(*args, **kwargs), value a tuple (args, kwargs) of constants: a
+    // call that emits a log record, made after the graph (vm/logging_calls.cpp).
+    CallMethod,
   };
   Kind kind = Kind::SetAttr;
   SourcePtr target;
