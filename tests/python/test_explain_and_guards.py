@@ -169,6 +169,17 @@ def test_explain_of_one_graph():
     assert any("activations" in g for g in guards), f"no guard names the argument: {guards}"
 
 
+def test_explain_takes_the_call_arguments_as_dynamo_s_older_form_does():
+    # torch._dynamo.explain(fn, *args, **kwargs): the call made at once, its report
+    # returned; before, dynvm.explain took fn alone and raised TypeError.
+    x = torch.randn(3, 4)
+    report = dynvm.explain(_four_ops, x)
+    assert report.graph_count == 1 and report.graph_break_count == 0, str(report)
+    assert str(report.ops_per_graph) == str(dynvm.explain(_four_ops)(x).ops_per_graph)
+    keyword = dynvm.explain(_four_ops, activations=x)
+    assert keyword.graph_count == 1, str(keyword)
+
+
 def test_explain_counts_ops():
     small = dynvm.explain(_one_op)(torch.randn(3))
     large = dynvm.explain(_four_ops)(torch.randn(3))

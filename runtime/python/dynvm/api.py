@@ -106,7 +106,7 @@ def _compile_with(fn_or_module, *, options):
     return wrappers.CompiledFunction(fn_or_module, options)
 
 
-def explain(fn):
+def explain(fn, *args, **kwargs):
     """Returns a function that, called like `fn`, reports what dynvm makes of that call.
 
     The call runs (so that the parts after each graph break are traced from the values
@@ -114,8 +114,13 @@ def explain(fn):
     graph_count, graph_break_count, break_reasons (each with reason, filename, lineno),
     ops_per_graph, guards and, under mode="reduce-overhead", cuda_graphs (per graph: whether
     it replays as a CUDA graph, or why not).
+
+    `explain(fn, *args, **kwargs)`, the older form torch._dynamo.explain still takes, makes
+    that call at once and returns its report.
     """
     _check_callable(fn, "dynvm.explain")
+    if args or kwargs:
+        return explain(fn)(*args, **kwargs)
 
     @functools.wraps(fn)
     def explain_call(*args, **kwargs):
