@@ -108,8 +108,9 @@ bool all_concrete(const std::vector<ValuePtr>& args, const KwArgs& kwargs) {
   return true;
 }
 
-// Wraps the result of a concrete call as a traced value with no source.
-ValuePtr from_concrete(PyObject* result) {  // borrowed
+// Wraps the result of a concrete call as a traced value with no source. `result` is
+// borrowed from the one reference its caller drops after (the call's, or its tuple's).
+ValuePtr from_concrete(PyObject* result) {
   if (PyTuple_CheckExact(result) || PyList_CheckExact(result)) {
     std::vector<ValuePtr> items;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(result); ++i) {
@@ -127,7 +128,7 @@ ValuePtr from_concrete(PyObject* result) {  // borrowed
   if (PyModule_Check(result) || PyType_Check(result) || PyCallable_Check(result)) {
     return TracedValue::object(PyRef::borrow(result));
   }
-  return TracedValue::constant(PyRef::borrow(result));
+  return fresh_constant(PyRef::borrow(result), 1);
 }
 
 // Calls a pure function on concrete arguments.

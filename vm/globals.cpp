@@ -156,14 +156,14 @@ void TraceContext::record_global_write(PyObject* globals, const SourcePtr& dict_
   ValuePtr replayed = value ? value : TracedValue::constant(PyRef::borrow(Py_None));
   auto [it, added] = global_writes_.try_emplace({globals, name});
   it->second.value = value ? value : TracedValue::null();
-  if (added) {
+  // Only the last write of a name matters after the graph: nothing reads the dict between
+  // the replayed side effects (a loop's `total += x` keeps one graph output, not one per
+  // iteration), unless a deferred log call comes between them, whose handlers may.
+  if (added || deferred_call_after(it->second.effect)) {
     it->second.effect = side_effects.size();
     side_effects.push_back(PendingSideEffect{kind, dict_source, name, replayed});
     return;
   }
-  // Only the last write of a name matters after the graph: nothing reads the dict between
-  // the replayed side effects (a loop's `total += x` keeps one graph output, not one per
-  // iteration).
   PendingSideEffect& effect = side_effects[it->second.effect];
   effect.kind = kind;
   effect.value = replayed;

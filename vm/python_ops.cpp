@@ -60,7 +60,7 @@ ValuePtr concrete_call(PyObject* fn, std::initializer_list<PyObject*> args) {
     t->obj = result;
     return t;
   }
-  return TracedValue::constant(result);
+  return fresh_constant(std::move(result));
 }
 
 // An operand of a Python operator as an object: a symbolic size (dynamic shapes) stays
@@ -259,7 +259,16 @@ ValuePtr binary_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const 
     // and no graph replays it: eager runs it on the caller's set.
     unsupported(std::string("operator ") + name + " on a set that existed before the call");
   }
-  return concrete_call(operator_function(name), {a.get(), b.get()});
+  ValuePtr result = concrete_call(operator_function(name), {a.get(), b.get()});
+  if (PySet_CheckExact(result->py())) {
+    // `s |= t` on a set the trace made changes it and leaves every name of it bound to it:
+    // the value is the same traced value (`s | t` makes a set: fresh_constant). Before, it
+    // was a constant set apart from `s`, so a method call on it broke the graph with the
+    // set rebuilt apart from its method's `self`, and `s.discard(x)` after `s |= t`
+    // changed a set nothing returned.
+    if (inplace && result->py() == a.get()) return lhs;
+  }
+  return result;
 }
 
 ValuePtr compare_operation(TraceContext& ctx, int op, const ValuePtr& lhs, const ValuePtr& rhs) {

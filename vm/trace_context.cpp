@@ -432,10 +432,27 @@ void TraceContext::check_generator_mutation(const ValuePtr& value, const std::st
               "its consumer)");
 }
 
+bool TraceContext::deferred_call_after(size_t effect) const {
+  for (size_t e = effect + 1; e < side_effects.size(); ++e) {
+    if (side_effects[e].kind == SideEffect::Kind::CallMethod) return true;
+  }
+  return false;
+}
+
 bool TraceContext::track_mutation(const ValuePtr& container) {
   check_generator_mutation(container, "mutating a container");
   if (container->source) ++container_mutations;
-  if (container->mutable_here) return true;
+  if (container->mutable_here) {
+    for (size_t e = 0; container->source && e < side_effects.size(); ++e) {
+      bool replaces = side_effects[e].kind == SideEffect::Kind::ReplaceList ||
+                      side_effects[e].kind == SideEffect::Kind::ReplaceDict;
+      if (replaces && side_effects[e].value == container && deferred_call_after(e)) {
+        unsupported("mutating a " + container->describe() +
+                    " again after a log call, whose handlers run after the graph");
+      }
+    }
+    return true;
+  }
   if (!container->source ||
       !(container->is(TracedValue::Kind::List) || container->is(TracedValue::Kind::Dict)) ||
       container->obj.get() == nullptr) {
@@ -644,6 +661,14 @@ PyRef concrete_number(PyObject* number) {
   }
   if (!out) unsupported_from_python_error("the value of a symbolic size");
   return out;
+}
+
+ValuePtr fresh_constant(PyRef result, Py_ssize_t transient) {
+  // No other object or name holds it.
+  bool fresh_set = PySet_CheckExact(result.get()) && Py_REFCNT(result.get()) == 1 + transient;
+  ValuePtr value = TracedValue::constant(std::move(result));
+  value->mutable_here = fresh_set;
+  return value;
 }
 
 PyRef concrete_object(const ValuePtr& value) {

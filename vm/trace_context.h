@@ -156,7 +156,12 @@ class TraceContext {
 
   // Lets the trace mutate a list or dict that existed before the call: its final
   // contents are written back after the graph runs. False when it cannot be (no source).
+  // Unsupported when a deferred log call came after its first mutation: the handlers,
+  // which run after the graph, would see the final contents.
   bool track_mutation(const ValuePtr& container);
+  // Whether a deferred call (a log call, vm/logging_calls.cpp) is among the side effects
+  // after side_effects[effect].
+  bool deferred_call_after(size_t effect) const;
   // Records obj.name = value on a pre-existing object (SetAttr), or object.__setattr__(obj,
   // name, value) (GenericSetAttr); false when it cannot be.
   bool record_attribute_write(const ValuePtr& object, const std::string& name,
@@ -242,6 +247,13 @@ bool truthiness(const ValuePtr& value);
 // A Python object built from a traced value whose every part is concrete (constants,
 // objects, containers of them); nullptr when some part is abstract (a tensor).
 PyRef concrete_object(const ValuePtr& value);
+// A constant for the result of a concrete call: a set nothing else holds (a new one: `s |
+// t`, `set(...)`, `s.union(t)`) is the trace's own, which its methods may then mutate
+// (call_container_method), as BUILD_SET's is. Any other object, a set the call found
+// elsewhere included, stays a constant whose methods are not traced on it. `transient` is
+// how many references besides `result` the caller holds and drops (the call's result, or
+// the tuple it came in).
+ValuePtr fresh_constant(PyRef result, Py_ssize_t transient = 0);
 // `number` (borrowed) itself, or for a symbolic size (torch.SymInt, SymFloat, SymBool) the
 // value it has in this trace, which torch's ShapeEnv then guards (dynamic shapes: a size
 // used where only a fixed number will do: formatted, passed to a Python function, kept

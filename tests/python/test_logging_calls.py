@@ -18,23 +18,22 @@ logger = logging.getLogger("dynvm_test_logging_calls")
 
 
 class Recorder(logging.Handler):
-    """Keeps each record's message and place (the caller logging names), and what `state`
-    held when the record was emitted."""
+    """Keeps each record's message and place (the caller logging names), and what `probe()`
+    read when the record was emitted."""
 
-    def __init__(self, state):
+    def __init__(self):
         super().__init__()
-        self.state = state
+        self.probe = lambda: None
         self.seen = []
 
     def emit(self, record):
-        self.seen.append((record.levelname, record.getMessage(), self.state.get("step"),
+        self.seen.append((record.levelname, record.getMessage(), self.probe(),
                           record.pathname, record.lineno, record.funcName))
 
 
 @pytest.fixture
 def recorder():
-    state = {}
-    handler = Recorder(state)
+    handler = Recorder()
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
@@ -80,6 +79,27 @@ def logs_between_writes(x):
     return x * 3
 
 
+G_STEP = 0
+HISTORY = []
+
+
+def logs_between_global_writes(x):
+    global G_STEP
+    G_STEP = 1
+    logger.error("after the first write")
+    G_STEP = 2
+    logger.warning("after the second write")
+    G_STEP = 3
+    return x * 3
+
+
+def logs_between_list_appends(x):
+    HISTORY.append(1)
+    logger.error("after the first append")
+    HISTORY.append(2)
+    return x * 3
+
+
 def logs_a_tensor(x):
     logger.warning("value %s", x.sum())
     return x + 1
@@ -114,15 +134,27 @@ def test_log_calls_run_after_the_graph_as_eager_makes_them(name, recorder):
     assert report.graph_count == 1 and report.graph_break_count == 0, report.break_reasons
 
 
-def test_records_see_the_state_the_traced_code_left_before_them(recorder):
-    # The handler reads HOLDER.step through `state`: each record is emitted after the
-    # writes that came before it in the function, and before the ones after it.
-    recorder.state = HOLDER.__dict__
-    want_records, _ = _run(logs_between_writes, recorder, 2, compiled=False)
-    assert [r[2] for r in want_records[0]] == [1, 2]
+PROBES = {
+    logs_between_writes: lambda: HOLDER.step,
+    logs_between_global_writes: lambda: G_STEP,
+    logs_between_list_appends: lambda: list(HISTORY),
+}
+
+
+@pytest.mark.parametrize("fn", list(PROBES), ids=lambda fn: fn.__name__)
+def test_records_see_the_state_the_traced_code_left_before_them(fn, recorder):
+    # The handler reads what the function writes: each record is emitted after the writes
+    # that came before it in the function, and before the ones after it. A global written
+    # again after a log call is replayed twice, not once with its last value; a list
+    # mutated again after one breaks the graph there.
+    recorder.probe = PROBES[fn]
+    HISTORY.clear()
+    want_records, _ = _run(fn, recorder, 2, compiled=False)
+    HISTORY.clear()
     dynvm.reset()
-    got_records, _ = _run(logs_between_writes, recorder, 2, compiled=True)
+    got_records, _ = _run(fn, recorder, 2, compiled=True)
     assert got_records == want_records
+    HISTORY.clear()
 
 
 def test_a_level_the_logger_does_not_emit_leaves_nothing_to_run(recorder):
