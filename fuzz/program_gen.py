@@ -26,6 +26,7 @@ from program_ast import const, expr, name, source_of, stmts, tuple_of
 
 PRELUDE = '''
 import collections
+import logging
 
 import torch
 
@@ -79,6 +80,21 @@ class Net(torch.nn.Module):
 def countdown(k, t):
     for j in range(k):
         yield t * (k - j)
+
+
+class PrintedLog(logging.Handler):
+    """Prints each record of LOG with its level and the place logging names, so that
+    the comparison of printed output covers log calls."""
+
+    def emit(self, record):
+        print(f"[{record.levelname} {record.funcName}:{record.lineno}] {record.getMessage()}")
+
+
+LOG = logging.getLogger("program_fuzz.program")
+if not LOG.handlers:
+    LOG.addHandler(PrintedLog())
+    LOG.setLevel(logging.INFO)
+    LOG.propagate = False
 
 
 G_SCALE = 1.5
@@ -1208,6 +1224,28 @@ def gen_print(b: Builder):
         return None
     return Piece(stmts(b.rng.choice(["print(T)", "print(T.shape, T.dtype)"]), T=t),
                  ["print:tensor"])
+
+
+@feature("logging", 4)
+def gen_logging(b: Builder):
+    """Log calls: constant arguments (made after the graph, vm/logging_calls.cpp), a level
+    LOG does not emit, and arguments the trace computes or reads from a tensor."""
+    r = b.rng.random()
+    if r < 0.3:
+        return Piece(stmts("LOG.info(S, E)", S=const("value %s"), E=b.int_expr(1)),
+                     ["logging:constant"])
+    if r < 0.5:
+        return Piece(stmts("LOG.warning(E)", E=b.fstring()), ["logging:fstring"])
+    if r < 0.6:
+        return Piece(stmts("LOG.debug(S)", S=const("not emitted")), ["logging:disabled"])
+    if r < 0.75:
+        return Piece(stmts("LOG.log(L, S, E)", L=const(b.rng.choice([20, 30, 40])),
+                           S=const("level %d"), E=b.int_expr(1)), ["logging:log"])
+    t, _ = b.any_tensor()
+    if t is None:
+        return None
+    return Piece(stmts("LOG.info(S, T.shape, T.dtype)", S=const("tensor %s %s"), T=t),
+                 ["logging:tensor"])
 
 
 @feature("global_read", 5)
