@@ -158,10 +158,127 @@ ValuePtr call_concrete(PyObject* callable, const std::vector<ValuePtr>& args,
   return from_concrete(result.get());
 }
 
+// Fn.apply(*args) under grad mode with an argument that requires grad: one operator of the
+// graph (dynvm._tracing.AutogradFunctionOp), which runs the Function's forward and, where
+// autograd records it, Function.apply itself, so that its backward is the Function's own.
+// Its arguments are tensors and constants (other values are a break); a Function whose
+// output is an argument or a view of one (ctx.mark_dirty) is a break.
+// A torch.autograd.Function's forward called inline on `args`, as Function.apply calls it
+// (with a context whose backward bookkeeping does nothing, when forward takes one).
+ValuePtr inline_forward(TraceContext& ctx, const ValuePtr& cls_value,
+                        const std::vector<ValuePtr>& args, const KwArgs& kwargs) {
+  const KnownObjects& k = known();
+  PyObject* cls = cls_value->py();
+  ValuePtr forward = load_attribute(ctx, cls_value, "forward");
+  PyRef setup = PyRef::steal(PyObject_GetAttrString(cls, "setup_context"));
+  if (!setup) unsupported_from_python_error("setup_context of an autograd.Function");
+  std::vector<ValuePtr> forward_args(args);
+  if (setup.get() == k.function_setup_context.get()) {
+    // forward(ctx, *args): the context is an object of dynvm._tracing's no-op class.
+    PyRef context_class =
+        PyRef::steal(PyObject_GetAttrString(k.tracing.get(), "NoGradFunctionContext"));
+    if (!context_class) unsupported_from_python_error("dynvm._tracing.NoGradFunctionContext");
+    ValuePtr class_value =
+        ctx.wrap(context_class.get(),
+                 Source::attr(Source::module("dynvm._tracing"), "NoGradFunctionContext"));
+    forward_args.insert(forward_args.begin(), new_object(ctx, class_value, {}, {}));
+  }
+  return call_value(ctx, forward, std::move(forward_args), kwargs);
+}
+
+bool is_immutable_constant(PyObject* o);
+
+ValuePtr autograd_function_operator(TraceContext& ctx, const ValuePtr& cls_value,
+                                    const std::vector<ValuePtr>& args, const KwArgs& kwargs) {
+  std::string what = "a torch.autograd.Function applied under grad mode";
+  if (!kwargs.empty()) unsupported(what + " with keywords");
+  {
+    // The forward traced first, as Function.apply runs it (grad mode off), to prove it
+    // pure before the operator runs it on fake tensors: where it breaks (a print) the
+    // call is a break, so eager runs it; so is one that changes an existing object or
+    // draws random numbers. What it records is not used, and is removed.
+    size_t effects = ctx.side_effects.size();
+    size_t mutations = ctx.container_mutations;
+    size_t nodes = ctx.bridge->graph().num_nodes();
+    struct GradMode {
+      TraceContext& ctx;
+      bool was;
+      ~GradMode() { ctx.grad_enabled = was; }
+    } restore{ctx, ctx.grad_enabled};
+    ctx.grad_enabled = false;
+    std::vector<graph::Value*> inputs;
+    for (const ValuePtr& a : args) {
+      inputs.push_back(a->is_tensor() ? ctx.bridge->value_for_fake(a->py()) : nullptr);
+    }
+    inline_forward(ctx, cls_value, args, kwargs);
+    if (ctx.side_effects.size() != effects || ctx.container_mutations != mutations) {
+      unsupported(what + " whose forward changes objects that existed before it");
+    }
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i]->is_tensor() && ctx.bridge->value_for_fake(args[i]->py()) != inputs[i]) {
+        unsupported(what + " whose forward changes an argument in place (ctx.mark_dirty)");
+      }
+    }
+    std::vector<graph::Node*> recorded;
+    size_t seen = 0;
+    for (graph::Node* node : ctx.bridge->graph().nodes()) {
+      if (seen++ < nodes) continue;
+      if (graph::node_draws_random(*node)) {
+        unsupported(what + " whose forward draws random numbers");
+      }
+      recorded.push_back(node);
+    }
+    // Removed, last first, where nothing reads them.
+    for (auto it = recorded.rbegin(); it != recorded.rend(); ++it) {
+      bool used = false;
+      for (size_t i = 0; i < (*it)->num_outputs(); ++i) used = used || (*it)->output(i)->has_uses();
+      if (!used) ctx.bridge->graph().remove(*it);
+    }
+  }
+  PyRef arguments = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  std::vector<ValuePtr> tensors;
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyRef object = args[i]->is_tensor() ? PyRef::borrow(args[i]->py()) : concrete_object(args[i]);
+    if (!object || (!args[i]->is_tensor() && !is_immutable_constant(object.get()) &&
+                    object.get() != Py_None && !PyBool_Check(object.get()))) {
+      unsupported(what + " to a " + args[i]->describe());
+    }
+    if (args[i]->is_tensor()) tensors.push_back(args[i]);
+    PyTuple_SET_ITEM(arguments.get(), static_cast<Py_ssize_t>(i), object.release());
+  }
+  PyRef op_class =
+      PyRef::steal(PyObject_GetAttrString(known().tracing.get(), "AutogradFunctionOp"));
+  PyRef info = op_class ? PyRef::steal(PyObject_CallMethod(op_class.get(), "of", "OO",
+                                                           cls_value->py(), arguments.get()))
+                        : PyRef();
+  if (!info) unsupported_from_python_error(what);
+  PyRef op = PyRef::steal(PyObject_GetAttrString(info.get(), "op"));
+  if (!op) unsupported_from_python_error(what);
+  ValuePtr result = ctx.bridge->call(op.get(), {TracedValue::list(std::move(tensors), false)}, {});
+  PyRef single = PyRef::steal(PyObject_GetAttrString(info.get(), "single"));
+  PyRef aliases = PyRef::steal(PyObject_GetAttrString(info.get(), "aliases"));
+  if (!single || !aliases) unsupported_from_python_error(what);
+  if (aliases.get() == Py_True) unsupported(what + " that returns an argument or a view of one");
+  if (!result->is(TracedValue::Kind::List) && !result->is(TracedValue::Kind::Tuple)) {
+    unsupported(what + ": its operator returned a " + result->describe());
+  }
+  // Each output is the operator's own: had the trace recorded the forward's operators
+  // instead, the graph's backward would differentiate them, not run the Function's.
+  for (const ValuePtr& item : result->items) {
+    const graph::Node* producer =
+        item->is_tensor() && item->graph_value != nullptr ? item->graph_value->producer() : nullptr;
+    if (producer == nullptr || producer->op().rfind("dynvm_fn::", 0) != 0) {
+      unsupported(what + ": the trace did not record it as one operator");
+    }
+  }
+  if (single.get() == Py_True && result->items.size() == 1) return result->items[0];
+  return TracedValue::tuple(result->items);
+}
+
 // Fn.apply(*args) for a torch.autograd.Function subclass when no gradient can flow (grad
 // mode off, or no tensor argument requires grad): its forward, inlined, with a context
-// whose backward bookkeeping does nothing. Null for other callables; Unsupported when a
-// gradient could flow (its backward would be lost).
+// whose backward bookkeeping does nothing. When a gradient could flow, one operator
+// (autograd_function_operator). Null for other callables.
 ValuePtr call_autograd_function(TraceContext& ctx, const ValuePtr& callable,
                                 const std::vector<ValuePtr>& all_args, const KwArgs& kwargs) {
   PyObject* fn = callable->py();
@@ -193,34 +310,21 @@ ValuePtr call_autograd_function(TraceContext& ctx, const ValuePtr& callable,
     return nullptr;
   }
   if (ctx.grad_enabled) {
-    // Under grad mode every argument must be a constant or a tensor that needs no grad.
+    // Under grad mode a gradient flows when a tensor argument requires grad: the call is
+    // one operator of the graph whose backward is the Function's own.
     for (const ValuePtr& a : args) {
       PyRef needs_grad =
           a->is_tensor() ? PyRef::steal(PyObject_GetAttrString(a->py(), "requires_grad")) : PyRef();
       bool no_grad_tensor = needs_grad && needs_grad.get() == Py_False;
       if (!no_grad_tensor && !a->is_constant()) {
-        unsupported("a torch.autograd.Function applied to a " + a->describe() + " under grad mode");
+        return autograd_function_operator(ctx, cls_value, args, kwargs);
       }
     }
     for (const auto& kv : kwargs) {
       if (!kv.second->is_constant()) unsupported("a torch.autograd.Function with keywords");
     }
   }
-  ValuePtr forward = load_attribute(ctx, cls_value, "forward");
-  PyRef setup = PyRef::steal(PyObject_GetAttrString(cls, "setup_context"));
-  if (!setup) unsupported_from_python_error("setup_context of an autograd.Function");
-  std::vector<ValuePtr> forward_args(args);
-  if (setup.get() == k.function_setup_context.get()) {
-    // forward(ctx, *args): the context is an object of dynvm._tracing's no-op class.
-    PyRef context_class =
-        PyRef::steal(PyObject_GetAttrString(k.tracing.get(), "NoGradFunctionContext"));
-    if (!context_class) unsupported_from_python_error("dynvm._tracing.NoGradFunctionContext");
-    ValuePtr class_value =
-        ctx.wrap(context_class.get(),
-                 Source::attr(Source::module("dynvm._tracing"), "NoGradFunctionContext"));
-    forward_args.insert(forward_args.begin(), new_object(ctx, class_value, {}, {}));
-  }
-  return call_value(ctx, forward, std::move(forward_args), kwargs);
+  return inline_forward(ctx, cls_value, args, kwargs);
 }
 
 // Whether `fn` carries torch._dynamo.assume_constant_result's marker.

@@ -57,6 +57,9 @@ class TorchBridge {
                       const std::vector<TraceContext::PendingSideEffect>& pending,
                       std::vector<SideEffect>* side_effects, ResumePoint* resume);
   size_t node_count() const;
+  // The graph value a fake tensor (borrowed) holds now: an in-place operator on it moves
+  // it to that operator's output. Null when unknown.
+  graph::Value* value_for_fake(PyObject* fake);
   // Dynamic shapes, at the end of a trace: the graph's symbols and relations, the inputs'
   // symbolic TENSOR_MATCH checks and the SHAPE_RELATIONS guard. Nothing without symbols.
   void finish_symbolic(GuardSet& guards);
@@ -70,7 +73,6 @@ class TorchBridge {
   void add_records(PyObject* records);     // borrowed list from the tracing session
   void sync_grad_mode();                   // a set_grad_enabled node when the mode changed
   graph::Value* mark_requires_grad(graph::Value* value);  // an aten::requires_grad_ node
-  graph::Value* value_for_fake(PyObject* fake);           // nullptr when unknown
   graph::TensorMeta meta_of(PyObject* fake);              // borrowed; symbolic sizes too
   // The dimensions of an input to trace symbolically (a tuple of ints), or null.
   PyRef dynamic_dims_of(PyObject* real, const SourcePtr& source) const;

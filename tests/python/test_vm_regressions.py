@@ -897,7 +897,8 @@ def test_autograd_function_forward_is_traced_when_no_gradient_flows():
         report = dynvm.explain(fn)(x)
         assert report.graph_break_count == 0 and report.graph_count == 1, report.break_reasons
         assert torch.equal(dynvm.compile(fn, backend="eager")(x), fn(x))
-    # A gradient can flow: the Function runs eagerly, so its backward is kept.
+    # A gradient can flow: the call is one operator, so its backward is kept
+    # (test_autograd_function_under_grad_mode_is_one_operator_with_its_own_backward).
     leaf = torch.randn(3, requires_grad=True)
     dynvm.compile(fn, backend="eager")(leaf).sum().backward()
     want = 2.0 * (1 - torch.tanh(leaf.detach()) ** 2)
@@ -1909,3 +1910,108 @@ def test_sets_made_by_operators_and_calls_are_the_trace_s_own(fn, backend):
         assert torch.equal(got[0], want[0])
         assert got[1:] == want[1:]
     assert dynvm.explain(fn)(x).graph_break_count == 0
+
+
+class _NotTheDerivative(torch.autograd.Function):
+    """A backward that is not the forward's derivative (as a straight-through estimator's
+    is not): a graph that differentiated the forward's operators would give other
+    gradients."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        return torch.round(x * scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * ctx.scale + x, None
+
+
+class _TwoOutputs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b, a - b
+
+    @staticmethod
+    def backward(ctx, g_product, g_difference):
+        a, b = ctx.saved_tensors
+        return g_product * b + 3 * g_difference, g_product * a - g_difference
+
+
+class _InPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mark_dirty(x)
+        return x.mul_(2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def _custom_functions(x, w):
+    h = (x @ w).tanh()
+    y = _NotTheDerivative.apply(h, 4.0)
+    p, q = _TwoOutputs.apply(y + h, x)
+    return p.sum() + (q * q).sum()
+
+
+def _in_place_function(x, w):
+    h = x @ w
+    return _InPlace.apply(h).sum()
+
+
+@pytest.mark.parametrize("fn", [_custom_functions, _in_place_function],
+                         ids=lambda fn: fn.__name__)
+@pytest.mark.parametrize("backend", ["eager", "dynvm"])
+def test_autograd_function_under_grad_mode_is_one_operator_with_its_own_backward(fn, backend):
+    # Bloom's GeLUFunction in training broke the graph at every layer (10 graphs, 21 breaks
+    # for the zoo's config). A Function applied where a gradient flows is now one operator
+    # of the graph (dynvm._tracing.AutogradFunctionOp), whose backward is the Function's:
+    # gradients equal eager's, with no break. One whose output is its input (mark_dirty)
+    # still breaks, and eager runs it.
+    torch.manual_seed(0)
+    x = torch.randn(3, 3, requires_grad=True)
+    w = torch.randn(3, 3, requires_grad=True)
+    fn(x, w).backward()
+    want = (x.grad.clone(), w.grad.clone())
+    dynvm.reset()
+    compiled = dynvm.compile(fn, backend=backend)
+    for _ in range(2):
+        x.grad, w.grad = None, None
+        compiled(x, w).backward()
+        torch.testing.assert_close(x.grad, want[0])
+        torch.testing.assert_close(w.grad, want[1])
+    report = dynvm.explain(fn)(x, w)
+    if fn is _in_place_function:
+        assert report.graph_break_count >= 1
+    else:
+        assert report.graph_count == 1 and report.graph_break_count == 0, report.break_reasons
+        assert sum("dynvm_fn::" in op for op in report.ops_per_graph[0]) == 2, report
+
+
+def test_an_autograd_function_whose_forward_prints_breaks_and_prints_as_eager(capsys):
+    class Printing(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            print("forward", tuple(t.shape))
+            return t * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 5
+
+    def fn(x):
+        return Printing.apply(x * 1).sum()
+
+    x = torch.randn(2, requires_grad=True)
+    fn(x).backward()
+    eager_out, want = capsys.readouterr().out, x.grad.clone()
+    x.grad = None
+    dynvm.reset()
+    dynvm.compile(fn, backend="eager")(x).backward()
+    assert capsys.readouterr().out == eager_out
+    torch.testing.assert_close(x.grad, want)

@@ -583,3 +583,78 @@ def emit_log(logger, level, filename, lineno, function, msg, *args):
     record = logger.makeRecord(logger.name, level, filename, lineno, msg, args, None, function,
                                None, None)
     logger.handle(record)
+
+
+class AutogradFunctionOp:
+    """A torch.autograd.Function applied under grad mode, as one operator of the graph
+    (vm/calls.cpp): `dynvm_fn::apply_<n>(Tensor[] tensors) -> Tensor[]`, whose tensors are
+    the call's tensor arguments in order, its other arguments fixed per operator. Below
+    autograd it runs the Function's forward with no graph recorded (and on fake tensors
+    when traced); at the Autograd key it calls `Function.apply`, so a backward through
+    it is the Function's own, as in eager. `single` says, once it has run, whether the
+    Function returns one tensor rather than a tuple."""
+
+    _library = None
+    _made = {}
+
+    def __init__(self, cls, template, name):
+        self.cls = cls
+        self.template = template  # per argument: None for a tensor, else (constant,)
+        self.single = None
+        self.aliases = False
+        self.op = None
+        self._register(name)
+
+    def _arguments(self, tensors):
+        it = iter(tensors)
+        return [next(it) if slot is None else slot[0] for slot in self.template]
+
+    def _outputs(self, out, tensors):
+        single = isinstance(out, torch.Tensor)
+        outs = [out] if single else list(out) if isinstance(out, tuple) else None
+        if outs is None or not all(isinstance(o, torch.Tensor) for o in outs):
+            raise TypeError(f"{self.cls.__name__}.apply returned something other than "
+                            "tensors")
+        self.single = single
+        return outs
+
+    def _register(self, name):
+        lib = AutogradFunctionOp._library
+        if lib is None:
+            lib = AutogradFunctionOp._library = torch.library.Library("dynvm_fn", "DEF")
+        lib.define(f"{name}(Tensor[] tensors) -> Tensor[]")
+
+        def forward_only(tensors):
+            with torch.no_grad():
+                outs = self._outputs(self.cls.apply(*self._arguments(tensors)), tensors)
+            # An output that is an argument or a view of one: not one graph value of its
+            # own. The trace refuses the call (aliases); a run below autograd copies it.
+            same = [any(o is t or (o._is_view() and o._base is t) for t in tensors)
+                    for o in outs]
+            self.aliases = self.aliases or any(same)
+            return [o.clone() if s else o for o, s in zip(outs, same)]
+
+        def with_autograd(tensors):
+            if not torch.is_grad_enabled() or any(
+                    isinstance(t, _fake_tensor.FakeTensor) for t in tensors):
+                # Nothing to record (or the trace recording this operator): below autograd.
+                with torch._C._AutoDispatchBelowAutograd():
+                    return self.op(tensors)
+            return self._outputs(self.cls.apply(*self._arguments(tensors)), tensors)
+
+        lib.impl(name, forward_only, "CompositeExplicitAutograd")
+        lib.impl(name, with_autograd, "Autograd")
+        torch.library.register_fake(f"dynvm_fn::{name}", forward_only, lib=lib)
+        self.op = getattr(torch.ops.dynvm_fn, name).default
+
+    @classmethod
+    def of(cls, function_class, arguments):
+        """The operator for `function_class.apply(*arguments)`, tensors among `arguments`
+        taken as its inputs, the rest as fixed; made once per class and fixed values."""
+        template = tuple(None if isinstance(a, torch.Tensor) else (a,) for a in arguments)
+        key = (function_class, repr([(type(s[0]).__qualname__, s[0]) if s else None
+                                     for s in template]))
+        made = cls._made.get(key)
+        if made is None:
+            made = cls._made[key] = cls(function_class, template, f"apply_{len(cls._made)}")
+        return made
