@@ -193,19 +193,14 @@ ValuePtr autograd_function_operator(TraceContext& ctx, const ValuePtr& cls_value
   std::string what = "a torch.autograd.Function applied under grad mode";
   if (!kwargs.empty()) unsupported(what + " with keywords");
   {
-    // The forward traced first, as Function.apply runs it (grad mode off), to prove it
-    // pure before the operator runs it on fake tensors: where it breaks (a print) the
+    // The forward traced first, to prove it pure before the operator runs it on fake
+    // tensors (under grad mode, unlike Function.apply: a grad-mode switch recorded here
+    // would stay in the graph and keep it from one autograd node): where it breaks (a print) the
     // call is a break, so eager runs it; so is one that changes an existing object or
     // draws random numbers. What it records is not used, and is removed.
     size_t effects = ctx.side_effects.size();
     size_t mutations = ctx.container_mutations;
     size_t nodes = ctx.bridge->graph().num_nodes();
-    struct GradMode {
-      TraceContext& ctx;
-      bool was;
-      ~GradMode() { ctx.grad_enabled = was; }
-    } restore{ctx, ctx.grad_enabled};
-    ctx.grad_enabled = false;
     std::vector<graph::Value*> inputs;
     for (const ValuePtr& a : args) {
       inputs.push_back(a->is_tensor() ? ctx.bridge->value_for_fake(a->py()) : nullptr);

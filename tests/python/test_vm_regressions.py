@@ -1959,12 +1959,20 @@ def _custom_functions(x, w):
     return p.sum() + (q * q).sum()
 
 
+def _chained_functions(x, w):
+    # The second Function takes the first one's output, which requires grad as in eager:
+    # had the graph's metadata said otherwise, the second would be inlined and
+    # differentiated instead of running its own backward.
+    inner = _NotTheDerivative.apply((x @ w).sin(), 2.0)
+    return _NotTheDerivative.apply(inner, 3.0).sum()
+
+
 def _in_place_function(x, w):
     h = x @ w
     return _InPlace.apply(h).sum()
 
 
-@pytest.mark.parametrize("fn", [_custom_functions, _in_place_function],
+@pytest.mark.parametrize("fn", [_custom_functions, _chained_functions, _in_place_function],
                          ids=lambda fn: fn.__name__)
 @pytest.mark.parametrize("backend", ["eager", "dynvm"])
 def test_autograd_function_under_grad_mode_is_one_operator_with_its_own_backward(fn, backend):
@@ -1991,6 +1999,7 @@ def test_autograd_function_under_grad_mode_is_one_operator_with_its_own_backward
     else:
         assert report.graph_count == 1 and report.graph_break_count == 0, report.break_reasons
         assert sum("dynvm_fn::" in op for op in report.ops_per_graph[0]) == 2, report
+        assert report.ops_per_graph[0].count("aten::round") == 0, report  # forward removed
 
 
 def test_an_autograd_function_whose_forward_prints_breaks_and_prints_as_eager(capsys):

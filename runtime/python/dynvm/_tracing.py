@@ -635,9 +635,17 @@ class AutogradFunctionOp:
             return [o.clone() if s else o for o, s in zip(outs, same)]
 
         def with_autograd(tensors):
-            if not torch.is_grad_enabled() or any(
-                    isinstance(t, _fake_tensor.FakeTensor) for t in tensors):
-                # Nothing to record (or the trace recording this operator): below autograd.
+            if any(isinstance(t, _fake_tensor.FakeTensor) for t in tensors):
+                # The trace records this operator: it runs below autograd, and its outputs
+                # require grad as Function.apply's would (the graph's metadata says so).
+                with torch._C._AutoDispatchBelowAutograd():
+                    outs = self.op(tensors)
+                if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+                    for o in outs:
+                        if o.dtype.is_floating_point or o.dtype.is_complex:
+                            o.requires_grad_(True)
+                return outs
+            if not torch.is_grad_enabled():
                 with torch._C._AutoDispatchBelowAutograd():
                     return self.op(tensors)
             return self._outputs(self.cls.apply(*self._arguments(tensors)), tensors)
