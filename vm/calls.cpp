@@ -1799,6 +1799,7 @@ ValuePtr call_value(TraceContext& ctx, const ValuePtr& callable, std::vector<Val
     return call_concrete(fn, args, kwargs);
   }
   if (ValuePtr result = defer_logging_call(ctx, callable, args, kwargs)) return result;
+  if (ValuePtr result = defer_warning_call(ctx, callable, args, kwargs)) return result;
   if (callable->source && std::strcmp(Py_TYPE(fn)->tp_name, "functools._lru_cache_wrapper") == 0) {
     // functools.lru_cache: the function it wraps runs, the cache not consulted, which
     // gives eager's result only for a pure function. One that changes anything existing

@@ -149,6 +149,39 @@ bool shape_relations_hold(const ShapeRelationsPayload& payload, std::string* whi
   return true;
 }
 
+// Whether warnings' filters and default action are still the recorded ones; with `which`,
+// says what differs. A filter is compared as a tuple: by identity first, then with ==
+// (the same action, category, line and the same message and module patterns).
+bool warning_filters_match(const WarningFiltersPayload& payload, std::string* which) {
+  PyObject* module_dict = PyModule_GetDict(payload.module.get());  // borrowed
+  PyObject* filters = module_dict ? PyDict_GetItemString(module_dict, "filters") : nullptr;
+  PyObject* action = module_dict ? PyDict_GetItemString(module_dict, "defaultaction") : nullptr;
+  PyObject* recorded = payload.filters.get();
+  if (filters == nullptr || !PyList_CheckExact(filters) ||
+      PyList_GET_SIZE(filters) != PyTuple_GET_SIZE(recorded)) {
+    if (which != nullptr) *which = "warnings.filters changed (another number of filters)";
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(recorded); ++i) {
+    PyObject* now = PyList_GET_ITEM(filters, i);
+    PyObject* then = PyTuple_GET_ITEM(recorded, i);
+    if (now == then) continue;
+    int same = PyObject_RichCompareBool(now, then, Py_EQ);
+    if (same < 0) PyErr_Clear();
+    if (same != 1) {
+      if (which != nullptr) *which = "warnings.filters[" + std::to_string(i) + "] changed";
+      return false;
+    }
+  }
+  if (action == nullptr || !PyUnicode_Check(action) ||
+      PyUnicode_Compare(action, payload.default_action.get()) != 0) {
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (which != nullptr) *which = "warnings.defaultaction changed";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool guard_check(const Guard& guard, PyObject* value) {
@@ -183,6 +216,8 @@ bool guard_check(const Guard& guard, PyObject* value) {
       return autocast_state() == guard.as<AutocastPayload>().state;
     case GuardKind::ShapeRelations:
       return shape_relations_hold(guard.as<ShapeRelationsPayload>(), nullptr);
+    case GuardKind::WarningFilters:
+      return warning_filters_match(guard.as<WarningFiltersPayload>(), nullptr);
   }
   return false;
 }
@@ -306,6 +341,11 @@ std::string explain(const Guard& guard, PyObject* value, const std::string& wher
     case GuardKind::ShapeRelations: {
       std::string which;
       shape_relations_hold(guard.as<ShapeRelationsPayload>(), &which);
+      return which;
+    }
+    case GuardKind::WarningFilters: {
+      std::string which;
+      warning_filters_match(guard.as<WarningFiltersPayload>(), &which);
       return which;
     }
   }

@@ -101,6 +101,13 @@ bool same_payload(GuardKind kind, const GuardPayload& a, const GuardPayload& b) 
       return std::get<DefaultDtypePayload>(a).dtype == std::get<DefaultDtypePayload>(b).dtype;
     case GuardKind::Autocast:
       return std::get<AutocastPayload>(a).state == std::get<AutocastPayload>(b).state;
+    case GuardKind::WarningFilters: {
+      const auto& x = std::get<WarningFiltersPayload>(a);
+      const auto& y = std::get<WarningFiltersPayload>(b);
+      return x.module.get() == y.module.get() &&
+             PyObject_RichCompareBool(x.filters.get(), y.filters.get(), Py_EQ) == 1 &&
+             PyObject_RichCompareBool(x.default_action.get(), y.default_action.get(), Py_EQ) == 1;
+    }
     case GuardKind::ShapeRelations: {
       const auto& x = std::get<ShapeRelationsPayload>(a);
       const auto& y = std::get<ShapeRelationsPayload>(b);
@@ -365,6 +372,25 @@ size_t GuardSet::add_default_dtype() {
 size_t GuardSet::add_autocast() {
   AutocastState state = autocast_state();
   return *add(GuardKind::Autocast, nullptr, AutocastPayload{state}, " " + vm::to_string(state));
+}
+
+Expected<size_t> GuardSet::add_warning_filters() {
+  ErrorStash stash;
+  PyRef name = PyRef::steal(PyUnicode_FromString("warnings"));
+  PyRef module = PyRef::steal(name ? PyImport_GetModule(name.get()) : nullptr);
+  PyRef filters = PyRef::steal(module ? PyObject_GetAttrString(module.get(), "filters") : nullptr);
+  PyRef action =
+      PyRef::steal(module ? PyObject_GetAttrString(module.get(), "defaultaction") : nullptr);
+  if (!filters || !action || !PyList_CheckExact(filters.get()) ||
+      !PyUnicode_CheckExact(action.get())) {
+    PyErr_Clear();
+    return make_error("warnings.filters is not a list or warnings.defaultaction not a str");
+  }
+  WarningFiltersPayload payload{module, PyRef::steal(PyList_AsTuple(filters.get())), action};
+  if (!payload.filters) return make_error("copying warnings.filters: " + take_error_text());
+  std::string text = " " + std::to_string(PyTuple_GET_SIZE(payload.filters.get())) +
+                     " filters, default action " + repr_text(action.get());
+  return add(GuardKind::WarningFilters, nullptr, std::move(payload), text);
 }
 
 Expected<size_t> GuardSet::make_tensor_symbolic(const SourcePtr& source, std::vector<SymDim> dims) {

@@ -170,6 +170,13 @@ ValuePtr match_class(TraceContext& context, const ValuePtr& subject, const Value
 // traced as usual (vm/logging_calls.cpp).
 ValuePtr defer_logging_call(TraceContext& context, const ValuePtr& callable,
                             const std::vector<ValuePtr>& args, const KwArgs& kwargs);
+// `warnings.warn(message, category, stacklevel)` with constants, where the frame at that
+// stacklevel is one the trace runs and warnings' filters do not make it an error: recorded
+// as a side effect that makes the warning after the graph as warn would have made it there
+// (nothing for an ignored one), guarded on the filters; None as its result. Null when the
+// call is not one, to be traced as usual (vm/warning_calls.cpp).
+ValuePtr defer_warning_call(TraceContext& context, const ValuePtr& callable,
+                            const std::vector<ValuePtr>& args, const KwArgs& kwargs);
 // An lru_cache-wrapped method of a logging.Logger (transformers' `logger.warning_once`)
 // whose traced body made only deferred log calls since `first_effect`, and returned None:
 // those calls are replaced by one deferred call of the method itself, whose cache decides

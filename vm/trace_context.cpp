@@ -448,7 +448,7 @@ bool TraceContext::track_mutation(const ValuePtr& container) {
                       side_effects[e].kind == SideEffect::Kind::ReplaceDict;
       if (replaces && side_effects[e].value == container && deferred_call_after(e)) {
         unsupported("mutating a " + container->describe() +
-                    " again after a log call, whose handlers run after the graph");
+                    " again after a log call or a warning, whose handlers run after the graph");
       }
     }
     return true;

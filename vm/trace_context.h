@@ -159,8 +159,8 @@ class TraceContext {
   // Unsupported when a deferred log call came after its first mutation: the handlers,
   // which run after the graph, would see the final contents.
   bool track_mutation(const ValuePtr& container);
-  // Whether a deferred call (a log call, vm/logging_calls.cpp) is among the side effects
-  // after side_effects[effect].
+  // Whether a deferred call (a log call or a warning: vm/logging_calls.cpp,
+  // vm/warning_calls.cpp) is among the side effects after side_effects[effect].
   bool deferred_call_after(size_t effect) const;
   // Records obj.name = value on a pre-existing object (SetAttr), or object.__setattr__(obj,
   // name, value) (GenericSetAttr); false when it cannot be.

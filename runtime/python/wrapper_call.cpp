@@ -5,7 +5,10 @@
 // with the wrapper first and builds no bound method, and it calls the wrapper's native
 // dynvm._C.CompiledFunction straight away: a cache hit runs no Python frame of dynvm's own.
 // What it reads, in the wrapper's __dict__:
-//   _dynvm_native  the native object to call; absent until it has been made;
+//   _dynvm_native  the native object to call; absent until it has been made, which the
+//                  class's `_dynvm_make_native(wrapper)` does where the class has one (so
+//                  that a first call, too, runs no frame of dynvm's own below the traced
+//                  function: warn's stacklevel and sys._getframe see the caller's frames);
 //   _dynvm_idle    optional: names of the wrapper's attributes that must be absent, None or
 //                  empty for the call to skip the class's own __call__ (a module's hooks).
 //                  Where it is given, the containers configure_wrapper_call named (torch's
@@ -42,6 +45,7 @@ IdleGlobals g_idle_globals;
 PyObject* g_native_key = nullptr;  // interned "_dynvm_native"
 PyObject* g_idle_key = nullptr;    // interned "_dynvm_idle"
 PyObject* g_slow_key = nullptr;    // interned "_dynvm_slow_call"
+PyObject* g_make_key = nullptr;    // interned "_dynvm_make_native"
 
 // An attribute value that leaves the call as the class's own __call__ would make it: None,
 // or a container with nothing in it.
@@ -118,6 +122,20 @@ PyObject* wrapper_vectorcall(PyObject* /*callable*/, PyObject* const* args, size
   if (!dict) return nullptr;
   PyObject* native = PyDict_GetItemWithError(dict.get(), g_native_key);  // borrowed
   if (native == nullptr && PyErr_Occurred() != nullptr) return nullptr;
+  if (native == nullptr) {
+    PyRef make =
+        PyRef::steal(PyObject_GetAttr(reinterpret_cast<PyObject*>(Py_TYPE(wrapper)), g_make_key));
+    if (make) {
+      PyRef made = PyRef::steal(PyObject_CallOneArg(make.get(), wrapper));
+      if (!made) return nullptr;
+      native = PyDict_GetItemWithError(dict.get(), g_native_key);  // borrowed
+      if (native == nullptr && PyErr_Occurred() != nullptr) return nullptr;
+    } else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+      PyErr_Clear();  // a class that makes its native object in its slow call
+    } else {
+      return nullptr;
+    }
+  }
   if (native != nullptr && may_skip_class_call(dict.get())) {
     PyRef keep = PyRef::borrow(native);  // the call may replace the wrapper's attribute
     // args[0] (the wrapper) is the spare slot before the native object's arguments.
@@ -216,7 +234,11 @@ bool add_wrapper_call(PyObject* module) {
   g_native_key = PyUnicode_InternFromString("_dynvm_native");
   g_idle_key = PyUnicode_InternFromString("_dynvm_idle");
   g_slow_key = PyUnicode_InternFromString("_dynvm_slow_call");
-  if (g_native_key == nullptr || g_idle_key == nullptr || g_slow_key == nullptr) return false;
+  g_make_key = PyUnicode_InternFromString("_dynvm_make_native");
+  if (g_native_key == nullptr || g_idle_key == nullptr || g_slow_key == nullptr ||
+      g_make_key == nullptr) {
+    return false;
+  }
   PyRef type = PyRef::steal(PyType_FromSpec(&kWrapperCallSpec));
   if (!type) return false;
   auto* call = reinterpret_cast<WrapperCallObject*>(

@@ -10,6 +10,7 @@ import contextlib
 import inspect
 import logging
 import threading
+import warnings
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -583,6 +584,33 @@ def emit_log(logger, level, filename, lineno, function, msg, *args):
     record = logger.makeRecord(logger.name, level, filename, lineno, msg, args, None, function,
                                None, None)
     logger.handle(record)
+
+
+def warning_action(category, text, module, lineno):
+    """What warnings' filters say a warning of `category` with message `text`, made at
+    line `lineno` of module `module`, does ("error", "ignore", "default", ...): the
+    first matching filter's action, else the default action, as warnings.warn decides.
+    The trace asks so that an error is raised where eager raises it and an ignored
+    warning leaves nothing to run (vm/warning_calls.cpp)."""
+    for action, message, cls, mod, ln in warnings.filters:
+        if ((message is None or message.match(text)) and issubclass(category, cls) and
+                (mod is None or mod.match(module)) and (ln == 0 or lineno == ln)):
+            return action
+    return warnings.defaultaction
+
+
+def emit_warning(message, category, filename, lineno, module_globals):
+    """A warnings.warn call the trace deferred to after the graph (vm/warning_calls.cpp):
+    what warn does for the frame at its stacklevel, whose file, line and globals the
+    trace recorded: the registry is the globals' `__warningregistry__` (made when
+    missing), the module their `__name__`."""
+    if "__warningregistry__" not in module_globals:
+        module_globals["__warningregistry__"] = {}
+    registry = module_globals["__warningregistry__"]
+    module = module_globals.get("__name__", "<string>")
+    if module is not None and not isinstance(module, str):
+        module = "<string>"
+    warnings.warn_explicit(message, category, filename, lineno, module, registry)
 
 
 class AutogradFunctionOp:

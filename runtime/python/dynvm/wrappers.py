@@ -27,8 +27,9 @@ class CompiledFunction:
 
     Once the native core is loaded, the class's __call__ is dynvm._C.wrapper_call, which
     calls the instance's native object (`_dynvm_native`) directly: no Python frame of
-    dynvm's own on a cache hit. The first call of each instance goes through
-    `_dynvm_slow_call`, which makes the native object."""
+    dynvm's own, on the first call (which makes the native object through
+    `_dynvm_make_native`) as on a cache hit. Until the core is loaded, calls go through
+    `_dynvm_slow_call`; a compile made while torch is imported loads it."""
 
     # Traced code that calls this object is traced as calling _orig_fn (vm/calls.cpp).
     __dynvm_traced_target__ = "_orig_fn"
@@ -39,6 +40,13 @@ class CompiledFunction:
         self._native = None
         self._bound_self = ()
         functools.update_wrapper(self, fn, updated=())
+        if _native.loaded() is None and "torch" in sys.modules:
+            try:
+                _native.core()
+            except ImportError:
+                pass  # said again by the first call, which needs the core
+        if _native.loaded() is not None:
+            _use_native_call(CompiledFunction, _native.loaded())
 
     @property
     def options(self):
@@ -77,6 +85,8 @@ class CompiledFunction:
         return self.native()(*args, **kwargs)
 
     __call__ = _dynvm_slow_call
+    # dynvm._C.wrapper_call makes the native object with this, then calls it itself.
+    _dynvm_make_native = native
 
     def explain_call(self, args, kwargs):
         """What dynvm makes of one call: the native explain() dictionary."""

@@ -104,6 +104,14 @@ struct DefaultDtypePayload {
 struct AutocastPayload {
   AutocastState state;
 };
+// warnings' filters, which decide what a deferred `warnings.warn` does (vm/warning_calls.cpp):
+// `warnings.filters` holds entries equal to these, in this order (a copy bound by
+// catch_warnings holds the same entries), and `warnings.defaultaction` is this action.
+struct WarningFiltersPayload {
+  PyRef module;          // the warnings module
+  PyRef filters;         // a tuple of the entries
+  PyRef default_action;  // a str
+};
 // Dynamic shapes: the relations between size symbols the trace's branches assumed, checked
 // over the values the TENSOR_MATCH guards before it bound (bound_symbols()).
 struct ShapeRelationsPayload {
@@ -127,7 +135,8 @@ struct ShapeRelationsPayload {
   X(GradMode, "GRAD_MODE", GradModePayload)                   \
   X(DefaultDtype, "DEFAULT_DTYPE", DefaultDtypePayload)       \
   X(Autocast, "AUTOCAST", AutocastPayload)                    \
-  X(ShapeRelations, "SHAPE_RELATIONS", ShapeRelationsPayload)
+  X(ShapeRelations, "SHAPE_RELATIONS", ShapeRelationsPayload) \
+  X(WarningFilters, "WARNING_FILTERS", WarningFiltersPayload)
 
 enum class GuardKind : uint8_t {
 #define DYNVM_GUARD_KIND_ENUM(kind, name, payload) kind,
@@ -215,6 +224,9 @@ class GuardSet {
   // symbolically (TensorSpec::symbolic) instead of exactly; an Error when the source has no
   // TENSOR_MATCH guard.
   Expected<size_t> make_tensor_symbolic(const SourcePtr& source, std::vector<SymDim> dims);
+  // warnings' filters and default action are what they are now (an Error when the warnings
+  // module has not been imported or holds something else there).
+  Expected<size_t> add_warning_filters();
   // The relations between symbols a trace's branches assumed.
   size_t add_shape_relations(ShapeRelationsPayload payload);
 
