@@ -317,6 +317,29 @@ class RunInfo:
         return "not traced"
 
 
+def _print_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"[{category.__name__} line {lineno}] {message}")
+
+
+_warmed_up = False
+
+
+def _warm_up():
+    """One small compiled call per process before any comparison, so that the imports a
+    first trace makes happen outside the programs' calls: sympy, imported by torch's
+    shape code, adds a warnings filter, which resets every registry of "default" warnings
+    and would make eager show a warning again that the compiled side does not."""
+    global _warmed_up
+    if not _warmed_up:
+        import torch
+
+        import dynvm
+
+        _warmed_up = True
+        dynvm.compile(lambda x: x * 2 + 1)(torch.ones(2))
+        dynvm.reset()
+
+
 def _compiled_with(backend):
     import dynvm
 
@@ -329,8 +352,14 @@ def check_source(source, backend, calls=4, compile_fn=None, seed=0, index=0
     import dynvm
 
     info = RunInfo()
+    _warm_up()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # The programs' own warnings (program_gen.gen_warnings) are printed, each once per
+        # place, or raised; the printed output is compared.
+        warnings.filterwarnings("default", message="fuzz:")
+        warnings.filterwarnings("error", message="fuzz-error:")
+        warnings.showwarning = _print_warning
         dynvm.reset()
         eager_ns, compiled_ns = load(source), load(source)
         compiled = (compile_fn or _compiled_with(backend))(compiled_ns["f"])

@@ -27,6 +27,7 @@ from program_ast import const, expr, name, source_of, stmts, tuple_of
 PRELUDE = '''
 import collections
 import logging
+import warnings
 
 import torch
 
@@ -88,6 +89,13 @@ class PrintedLog(logging.Handler):
 
     def emit(self, record):
         print(f"[{record.levelname} {record.funcName}:{record.lineno}] {record.getMessage()}")
+
+
+def warn_caller(message):
+    """Warns about the line that called it (stacklevel=2), as a deprecated helper does.
+    The harness shows warnings whose message starts with "fuzz:" once per place and makes
+    those starting with "fuzz-error:" errors (program_fuzz.check_source)."""
+    warnings.warn("fuzz: " + message, UserWarning, stacklevel=2)
 
 
 LOG = logging.getLogger("program_fuzz.program")
@@ -1246,6 +1254,26 @@ def gen_logging(b: Builder):
         return None
     return Piece(stmts("LOG.info(S, T.shape, T.dtype)", S=const("tensor %s %s"), T=t),
                  ["logging:tensor"])
+
+
+@feature("warnings", 3)
+def gen_warnings(b: Builder):
+    """warnings.warn: constant and f-string messages (made after the graph,
+    vm/warning_calls.cpp), a helper that warns about its caller's line, a warning the
+    harness makes an error (raised where eager raises it) and one it ignores."""
+    r = b.rng.random()
+    if r < 0.3:
+        return Piece(stmts("warnings.warn(S)", S=const("fuzz: constant")), ["warnings:constant"])
+    if r < 0.55:
+        return Piece(stmts("warnings.warn('fuzz: ' + F, RuntimeWarning)", F=b.fstring()),
+                     ["warnings:fstring"])
+    if r < 0.8:
+        return Piece(stmts("warn_caller(S)", S=b.str_expr()), ["warnings:stacklevel"])
+    if r < 0.88:
+        return Piece(stmts("warnings.warn(S, UserWarning)", S=const("fuzz-error: stop")),
+                     ["warnings:error"])
+    return Piece(stmts("warnings.warn(S, FutureWarning)", S=const("not shown")),
+                 ["warnings:ignored"])
 
 
 @feature("global_read", 5)

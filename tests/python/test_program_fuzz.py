@@ -17,6 +17,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -79,7 +80,8 @@ def test_the_programs_cover_every_feature():
     for tag in ("keepdim", "no-keepdim", "reduce:all", "reduce:dims", "dict_views:live",
                 "join:cat", "join:stack", "join:split", "inplace:input", "inplace:setitem",
                 "raise:caught", "raise:uncaught", "with:swallow", "for:tensor", "item",
-                "unpack:starred", "deque:maxlen", "print:tensor", "f_varargs:signature"):
+                "unpack:starred", "deque:maxlen", "print:tensor", "f_varargs:signature",
+                "warnings:constant", "warnings:stacklevel", "warnings:error"):
         assert tags[tag], tag
     for node in ("If", "For", "While", "Try", "With", "ListComp", "DictComp", "SetComp",
                  "GeneratorExp", "Lambda", "Nonlocal", "Global", "JoinedStr", "Starred",
@@ -197,6 +199,44 @@ def test_harness_flags_a_lost_print():
 
     failure = _check(silenced)
     assert failure is not None and failure.kind == "print:value", failure
+
+
+WARNS = program_gen.PRELUDE + '''
+
+def make_inputs(seed=5, variant=0):
+    return [torch.ones(3)], {}
+
+
+def f(x):
+    y = x * 2
+    warnings.warn('fuzz: once per place')
+    warn_caller('about this line')
+    return y
+'''
+
+
+def test_harness_flags_a_lost_or_repeated_warning():
+    # The programs' warnings are printed (once per place) and compared, and made after
+    # the graph by dynvm (vm/warning_calls.cpp): a compiled call that shows none, or shows
+    # them again on every call, is reported.
+    assert _check(lambda fn: dynvm.compile(fn, backend="eager"), WARNS) is None
+
+    def ignoring(fn):
+        def call(*args, **kwargs):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return fn(*args, **kwargs)
+        return call
+
+    def repeating(fn):
+        def call(*args, **kwargs):
+            fn.__globals__.pop("__warningregistry__", None)  # forgets what it showed
+            return fn(*args, **kwargs)
+        return call
+
+    for change in (ignoring, repeating):
+        failure = _check(change, WARNS)
+        assert failure is not None and failure.kind == "print:value", (change, failure)
 
 
 def test_harness_flags_a_lost_global_write():
