@@ -80,10 +80,11 @@ PyRef frozen_value(const ValuePtr& value) {
 // makes it after the graph: `logger.<fn's name>(*args[1:], **kwargs)`, where that name
 // binds `fn` to this logger (the class's method, not an instance attribute, and not
 // another function called with a logger first). Null when the call is not one; `level`
-// receives the first argument when it is an int (the level of `log`).
+// receives the first argument when it is an int (the level of `log`), `stacklevel` the
+// keyword's value (1 when not given).
 std::optional<TraceContext::PendingSideEffect> logging_call_effect(
     PyObject* fn, const std::vector<ValuePtr>& args, const KwArgs& kwargs, std::string* name,
-    long* first_int) {
+    long* first_int, long* stacklevel) {
   if (fn == nullptr || args.empty() || !args[0]->source) return std::nullopt;
   PyObject* logger = args[0]->py();
   if (logger == nullptr || !is_plain_logger(logger)) return std::nullopt;
@@ -108,12 +109,17 @@ std::optional<TraceContext::PendingSideEffect> logging_call_effect(
   *first_int = call_args.empty() || !PyLong_CheckExact(call_args[0]->py())
                    ? -1
                    : PyLong_AsLong(call_args[0]->py());
-  // stacklevel=1 only (the caller itself): exc_info and stack_info read the state at the
-  // call, and a higher stacklevel frames the deferred call would not see.
+  // stacklevel only, a constant of at least 1 (the caller, or frames further out, which
+  // the caller of this function must find among the traced frames): exc_info and
+  // stack_info read the state at the call.
+  *stacklevel = 1;
   PyRef keywords = PyRef::steal(PyDict_New());
   for (const auto& [key, value] : kwargs) {
-    if (key != "stacklevel" || !value->is_constant() || !PyLong_CheckExact(value->py()) ||
-        PyLong_AsLong(value->py()) != 1) {
+    if (key != "stacklevel" || !value->is_constant() || !PyLong_CheckExact(value->py())) {
+      return std::nullopt;
+    }
+    *stacklevel = PyLong_AsLong(value->py());
+    if (*stacklevel < 1) {
       PyErr_Clear();
       return std::nullopt;
     }
@@ -133,8 +139,9 @@ ValuePtr defer_logging_call(TraceContext& ctx, const ValuePtr& callable,
                             const std::vector<ValuePtr>& args, const KwArgs& kwargs) {
   std::string name;
   long first_int = -1;
+  long stacklevel = 1;
   std::optional<TraceContext::PendingSideEffect> effect =
-      logging_call_effect(callable->py(), args, kwargs, &name, &first_int);
+      logging_call_effect(callable->py(), args, kwargs, &name, &first_int, &stacklevel);
   if (!effect || ctx.executing_frame == nullptr) return nullptr;
   const LoggingMethod* method = nullptr;
   for (const LoggingMethod& m : kLoggingMethods) {
@@ -153,20 +160,28 @@ ValuePtr defer_logging_call(TraceContext& ctx, const ValuePtr& callable,
   if (enabled.get() != Py_True) return nullptr;
   // The record is made by dynvm._tracing.emit_log with the place of the call, which
   // logging would have found in the caller's frame: emit_log(logger, level, filename,
-  // lineno, function, msg, *args). The keywords (stacklevel=1) change nothing there.
+  // lineno, function, msg, *args). The stacklevel keyword has chosen that place.
   std::vector<ValuePtr> emit_args = {args[0]};
-  // As logging's findCaller does, frames of logging itself are passed over (`logging.info`
-  // calls the root logger's `info`).
+  // As logging's findCaller does, the stacklevel-th frame outwards that is not logging's
+  // own (`logging.info` calls the root logger's `info`) nor importlib's bootstrap; past
+  // the traced frames, the graph breaks at the call as before.
   PyRef logging_module = PyRef::steal(PyImport_ImportModule("logging"));
   PyRef source_file = PyRef::steal(
       logging_module ? PyObject_GetAttrString(logging_module.get(), "_srcfile") : nullptr);
   if (!source_file) unsupported_from_python_error("reading logging._srcfile");
+  std::string internal =
+      PyUnicode_Check(source_file.get()) ? PyUnicode_AsUTF8(source_file.get()) : std::string();
+  auto is_internal = [&](const InlineFrame* frame) {
+    const std::string& file = frame->code().filename;
+    return (!internal.empty() && file == internal) ||
+           (file.find("importlib") != std::string::npos &&
+            file.find("_bootstrap") != std::string::npos);
+  };
   const InlineFrame* caller = ctx.executing_frame;
-  if (PyUnicode_Check(source_file.get())) {
-    std::string internal = PyUnicode_AsUTF8(source_file.get());
-    while (caller != nullptr && caller->code().filename == internal) caller = caller->caller();
+  for (long remaining = stacklevel;; caller = caller->caller()) {
+    if (caller == nullptr) return nullptr;
+    if (!is_internal(caller) && --remaining == 0) break;
   }
-  if (caller == nullptr) return nullptr;
   const frontend::CodeInfo& code = caller->code();
   emit_args.push_back(TracedValue::constant(PyRef::steal(PyLong_FromLong(level))));
   emit_args.push_back(
@@ -196,9 +211,11 @@ bool defer_cached_logging_call(TraceContext& ctx, const ValuePtr& callable,
   }
   std::string name;
   long first_int = -1;
+  long stacklevel = 1;
   std::optional<TraceContext::PendingSideEffect> effect =
-      logging_call_effect(callable->py(), args, kwargs, &name, &first_int);
-  if (!effect) return false;
+      logging_call_effect(callable->py(), args, kwargs, &name, &first_int, &stacklevel);
+  // The method runs after the graph, where frames past its caller are not the traced ones.
+  if (!effect || stacklevel != 1) return false;
   ctx.side_effects.resize(first_effect);
   ctx.side_effects.push_back(std::move(*effect));
   return true;

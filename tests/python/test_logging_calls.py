@@ -105,7 +105,21 @@ def logs_a_tensor(x):
     return x + 1
 
 
-CASES = {"warns": warns, "warns_once": warns_once, "logs_between_writes": logs_between_writes}
+def _log_for_caller(what):
+    # stacklevel=2: the record names the line that called this helper, as a library's
+    # deprecation helper does.
+    logger.warning("%s is deprecated", what, stacklevel=2)
+
+
+def logs_for_its_caller(x):
+    y = x.exp()
+    _log_for_caller("exp")
+    logging.warning("root logger, stacklevel %d", 1, stacklevel=1)
+    return y * 2
+
+
+CASES = {"warns": warns, "warns_once": warns_once, "logs_between_writes": logs_between_writes,
+         "logs_for_its_caller": logs_for_its_caller}
 
 
 def _run(fn, recorder, calls, compiled):
@@ -179,3 +193,19 @@ def test_a_tensor_argument_is_not_deferred(recorder):
     assert got_records == want_records
     report = dynvm.explain(logs_a_tensor)(torch.ones(3))
     assert report.graph_break_count >= 1
+
+
+def logs_about_its_caller(x):
+    logger.warning("called with %d values", 3, stacklevel=2)
+    return x + 1
+
+
+def test_a_stacklevel_past_the_traced_frames_names_the_real_caller(recorder):
+    # The frame at stacklevel 2 is the compiled function's caller, which the trace does not
+    # run: the call breaks the graph there and logging finds that frame itself, also on the
+    # first call (no frame of dynvm's own in between).
+    want_records, _ = _run(logs_about_its_caller, recorder, 2, compiled=False)
+    dynvm.reset()
+    got_records, _ = _run(logs_about_its_caller, recorder, 2, compiled=True)
+    assert got_records == want_records
+    assert want_records[0][0][4] != 0 and want_records[0][0][5] == "_run"
