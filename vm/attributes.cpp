@@ -321,6 +321,18 @@ void store_attribute(TraceContext& ctx, const ValuePtr& object, const std::strin
     return;
   }
   if (ctx.record_attribute_write(object, name, value)) return;
+  if (object->is_tensor() && !object->source && name == "requires_grad" && value->is_constant() &&
+      value->py() == Py_True && known().tensor_base_type) {
+    // `t.requires_grad = True` on a tensor the trace made (wav2vec2's feature encoder marks
+    // a view of its input for gradient checkpointing): what `t.requires_grad_()` records,
+    // an autograd leaf from here on; torch's own check (only leaves) runs on the fake.
+    PyRef method =
+        PyRef::steal(PyObject_GetAttrString(known().tensor_base_type.get(), "requires_grad_"));
+    if (!method) unsupported_from_python_error("reading Tensor.requires_grad_");
+    ValuePtr marked = ctx.bridge->call(method.get(), {object, value}, {});
+    object->graph_value = marked->graph_value;
+    return;
+  }
   unsupported("assignment to attribute '" + name + "' of a " + object->describe());
 }
 

@@ -688,6 +688,12 @@ ValuePtr TorchBridge::call(PyObject* callable, const std::vector<ValuePtr>& args
         if (k == "requires_grad") enable = PyObject_IsTrue(v->py()) == 1;
       }
       if (!enable) unsupported("requires_grad_(False) while tracing");
+      // Fakes record no autograd graph, so they cannot tell a leaf that requires grad (a
+      // no-op) from a computed value (torch raises): the call runs eagerly.
+      const graph::Value* value = args[0]->graph_value;
+      if (value == nullptr || value->meta() == nullptr || value->meta()->requires_grad) {
+        unsupported("requires_grad_() on a tensor that requires grad already");
+      }
       graph::Value* marked = mark_requires_grad(args[0]->graph_value);
       value_of_fake_[args[0]->py()] = marked;
       out = TracedValue::tensor(args[0]->obj, marked);

@@ -2024,3 +2024,47 @@ def test_an_autograd_function_whose_forward_prints_breaks_and_prints_as_eager(ca
     dynvm.compile(fn, backend="eager")(x).backward()
     assert capsys.readouterr().out == eager_out
     torch.testing.assert_close(x.grad, want)
+
+
+def _marks_a_view_of_its_input(x, w):
+    # wav2vec2's feature encoder: a view of the input made an autograd leaf, so that the
+    # convolutions after it record a graph even with frozen weights.
+    h = x[:, None]
+    h.requires_grad = True
+    y = torch.nn.functional.conv1d(h, w).relu()
+    return y.sum(), h
+
+
+def _marks_a_computed_value(x, w):
+    h = x * w.sum()
+    h.requires_grad = True  # not a leaf when w requires grad: torch raises
+    return h
+
+
+@pytest.mark.parametrize("backend", ["eager", "dynvm"])
+def test_assigning_requires_grad_to_a_traced_tensor(backend):
+    if backend == "dynvm" and not codegen_built():
+        pytest.skip("the CPU code generator is not built")
+    w = torch.randn(2, 1, 3)
+    results = {}
+    for name, fn in (("eager", _marks_a_view_of_its_input),
+                     ("compiled", dynvm.compile(_marks_a_view_of_its_input, backend=backend))):
+        x = torch.randn(2, 8)
+        torch.manual_seed(0)
+        x.copy_(torch.randn(2, 8))
+        loss, h = fn(x, w)
+        loss.backward()
+        results[name] = (loss.detach(), h.requires_grad, h.is_leaf, h.grad, x.requires_grad)
+    want, got = results["eager"], results["compiled"]
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:3] == want[1:3] == (True, True)
+    torch.testing.assert_close(got[3], want[3])
+    assert got[4] is want[4] is False
+    report = dynvm.explain(_marks_a_view_of_its_input)(torch.randn(2, 8), w)
+    assert report.graph_break_count == 0, report.break_reasons
+    # Not a leaf: the error eager raises.
+    w.requires_grad_(True)
+    with pytest.raises(RuntimeError, match="leaf"):
+        _marks_a_computed_value(torch.randn(3), w)
+    with pytest.raises(RuntimeError, match="leaf"):
+        dynvm.compile(_marks_a_computed_value, backend=backend)(torch.randn(3), w)
