@@ -988,6 +988,81 @@ void InlineFrame::step(const Instruction& ins) {
       push(TracedValue::constant(PyRef::borrow(matches ? Py_True : Py_False)));
       return;
     }
+    case Op::CheckEgMatch: {
+      // except*: [exception, class] -> [rest, match] when some of the exception matches,
+      // the clause then handling `match`; else [exception, None]. The classes are checked
+      // as CPython checks them (no ExceptionGroup class, only exception classes).
+      ValuePtr type = pop();
+      PyRef classes = concrete_object(type);
+      PyObject* exception = top()->py();
+      if (!classes || exception == nullptr) unsupported("except* with an abstract class");
+      auto valid = [](PyObject* c) {
+        int group =
+            PyExceptionClass_Check(c) ? PyObject_IsSubclass(c, PyExc_BaseExceptionGroup) : -1;
+        if (group < 0) PyErr_Clear();
+        return group == 0;
+      };
+      bool all_valid = PyTuple_Check(classes.get()) ? true : valid(classes.get());
+      for (Py_ssize_t i = 0; PyTuple_Check(classes.get()) && i < PyTuple_GET_SIZE(classes.get());
+           ++i) {
+        all_valid = all_valid && valid(PyTuple_GET_ITEM(classes.get(), i));
+      }
+      if (!all_valid) unsupported("except* with a class it does not take (CPython raises)");
+      bool is_group =
+          PyObject_TypeCheck(exception, reinterpret_cast<PyTypeObject*>(PyExc_BaseExceptionGroup));
+      PyRef match = PyRef::borrow(Py_None);
+      PyRef rest = PyRef::borrow(Py_None);
+      if (PyErr_GivenExceptionMatches(exception, classes.get())) {
+        if (!is_group) {
+          // CPython wraps it in a new group whose traceback is the running frame's.
+          unsupported("except* catching an exception that is not a group");
+        }
+        match = PyRef::borrow(exception);
+      } else if (is_group) {
+        if (!is_plain_exception_group(exception)) {
+          unsupported("except* splitting a subclass of ExceptionGroup (its derive() runs)");
+        }
+        PyRef pair = PyRef::steal(PyObject_CallMethod(exception, "split", "O", classes.get()));
+        if (!pair || !PyTuple_Check(pair.get()) || PyTuple_GET_SIZE(pair.get()) != 2) {
+          unsupported_from_python_error("splitting an exception group");
+        }
+        match = PyRef::borrow(PyTuple_GET_ITEM(pair.get(), 0));
+        rest = PyRef::borrow(PyTuple_GET_ITEM(pair.get(), 1));
+      }
+      if (match.get() == Py_None) {
+        push(TracedValue::constant(std::move(match)));
+        return;
+      }
+      pop();
+      push(TracedValue::constant(std::move(rest)));
+      push(TracedValue::constant(std::move(match)));
+      context_.handled_exception = top();
+      return;
+    }
+    case Op::PrepReraiseStar: {
+      // The end of try ... except*: [original, raised] -> what to re-raise (None: nothing),
+      // from the list of what the clauses raised and the part none of them matched.
+      ValuePtr raised = pop();
+      ValuePtr original = pop();
+      if (!raised->is(TracedValue::Kind::List) || original->py() == nullptr) {
+        unsupported("except* over values the trace does not hold");
+      }
+      if (PyObject_TypeCheck(original->py(),
+                             reinterpret_cast<PyTypeObject*>(PyExc_BaseExceptionGroup)) &&
+          !is_plain_exception_group(original->py())) {
+        unsupported("except* over a subclass of ExceptionGroup (its derive() runs)");
+      }
+      PyRef list = PyRef::steal(PyList_New(0));
+      for (const ValuePtr& item : raised->items) {
+        if (!list || item->py() == nullptr || PyList_Append(list.get(), item->py()) < 0) {
+          unsupported("except* with an exception the trace does not hold");
+        }
+      }
+      PyRef result = PyRef::steal(prep_reraise_star(original->py(), list.get()));
+      if (!result) unsupported_from_python_error("ending an except* statement");
+      push(TracedValue::constant(std::move(result)));
+      return;
+    }
     case Op::WithExceptStart: {
       // [exit, lasti, previous exception, exception]: exit(type, exception, traceback),
       // whose truth decides whether the exception is suppressed.

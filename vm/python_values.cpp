@@ -169,6 +169,37 @@ bool is_guardable_set(PyObject* value) {
   return true;
 }
 
+PyObject* prep_reraise_star(PyObject* orig, PyObject* raised) {
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyUnstable_Exc_PrepReraiseStar(orig, raised);
+#else
+  // 3.11 does not export its own (_PyExc_PrepReraiseStar): dynvm._tracing has it in Python.
+  PyRef tracing = PyRef::steal(PyImport_ImportModule("dynvm._tracing"));
+  if (!tracing) return nullptr;
+  return PyObject_CallMethod(tracing.get(), "prep_reraise_star", "OO", orig, raised);
+#endif
+}
+
+bool is_plain_exception_group(PyObject* exception) {
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(exception));
+  PyObject* builtins = PyEval_GetBuiltins();  // borrowed
+  PyObject* group = builtins ? PyDict_GetItemString(builtins, "ExceptionGroup") : nullptr;
+  if (type != PyExc_BaseExceptionGroup && (group == nullptr || type != group)) return false;
+  PyRef members = PyRef::steal(PyObject_GetAttrString(exception, "exceptions"));
+  if (!members || !PyTuple_Check(members.get())) {
+    PyErr_Clear();
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members.get()); ++i) {
+    PyObject* member = PyTuple_GET_ITEM(members.get(), i);
+    if (PyObject_TypeCheck(member, reinterpret_cast<PyTypeObject*>(PyExc_BaseExceptionGroup)) &&
+        !is_plain_exception_group(member)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool constant_matches(PyObject* value, PyObject* constant) {
   PyTypeObject* type = Py_TYPE(constant);
   if (Py_TYPE(value) != type) return false;

@@ -95,4 +95,13 @@ bool is_guardable_set(PyObject* value);
 // retraces.
 bool constant_matches(PyObject* value, PyObject* constant);
 
+// What the end of a `try ... except*` re-raises: `orig` the exception the statement caught,
+// `raised` a list of what its clauses raised and the part none matched (None for none), as
+// PREP_RERAISE_STAR (3.11) and CALL_INTRINSIC_2's PREP_RERAISE_STAR (3.12) compute it. A new
+// reference, or null with a Python error set.
+PyObject* prep_reraise_star(PyObject* orig, PyObject* raised);
+// Whether `exception` is an ExceptionGroup or BaseExceptionGroup, and so is every group in
+// it: splitting it runs no derive() of a subclass.
+bool is_plain_exception_group(PyObject* exception);
+
 }  // namespace dynvm::vm

@@ -586,6 +586,43 @@ def emit_log(logger, level, filename, lineno, function, msg, *args):
     logger.handle(record)
 
 
+def prep_reraise_star(orig, raised):
+    """What the end of a `try ... except*` statement re-raises, as CPython 3.11 computes it
+    (Objects/exceptions.c, not exported there; 3.12's is called directly): `orig` the
+    exception the statement caught (a plain ExceptionGroup tree, vm/inline_frame.cpp),
+    `raised` what its clauses raised and the part none matched, None for none. A clause
+    that re-raised its part leaves an exception with orig's metadata; those parts are kept
+    as one projection of orig, the others raised beside it in a new group."""
+    if not raised:
+        return None
+    if not isinstance(orig, BaseExceptionGroup):
+        return raised[0]  # a bare exception, wrapped: one clause at most ran
+
+    def same_metadata(a, b):
+        return all(getattr(a, name, None) is getattr(b, name, None)
+                   for name in ("__notes__", "__traceback__", "__cause__", "__context__"))
+
+    def leaf_ids(exception, into):
+        if isinstance(exception, BaseExceptionGroup):
+            for member in exception.exceptions:
+                leaf_ids(member, into)
+        else:
+            into.add(id(exception))
+        return into
+
+    new = [e for e in raised if e is not None and not same_metadata(e, orig)]
+    kept = set()
+    for e in raised:
+        if e is not None and same_metadata(e, orig):
+            leaf_ids(e, kept)
+    reraised = orig.split(lambda leaf: id(leaf) in kept)[0] if kept else None
+    if not new:
+        return reraised
+    if reraised is not None:
+        new.append(reraised)
+    return BaseExceptionGroup("", new) if len(new) > 1 else new[0]
+
+
 def warning_action(category, text, module, lineno):
     """What warnings' filters say a warning of `category` with message `text`, made at
     line `lineno` of module `module`, does ("error", "ignore", "default", ...): the

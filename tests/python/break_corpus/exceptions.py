@@ -241,3 +241,50 @@ def escaping_tensor_shape_error_after_print(a, b):
     c = a + b
     print("about to multiply", tuple(c.shape), tuple(b.shape))
     return c @ b
+
+
+# except* (exception groups): the groups are split where the trace runs (CHECK_EG_MATCH,
+# PREP_RERAISE_STAR), so a group handled whole leaves one graph.
+@scenario(lambda: (randn(3),), breaks=False)
+def exception_group_handled_by_except_star(x):
+    y = x * 2
+    try:
+        raise ExceptionGroup("two", [ValueError("v"), KeyError("k")])
+    except* ValueError as group:
+        y = y + len(group.exceptions)
+        print("values:", [str(e) for e in group.exceptions])
+    except* KeyError:
+        y = y - 1
+    return y
+
+
+def _split_and_reraise(y, extra):
+    try:
+        raise ExceptionGroup("outer", [ValueError("v"), ExceptionGroup("inner", [KeyError("k"),
+                                                                               TypeError("t")])])
+    except* KeyError:
+        y = y * 2
+    except* TypeError as group:
+        if extra:
+            raise RuntimeError("raised in except*") from None
+        raise
+    return y
+
+
+@scenario(lambda: (randn(3), False), other=lambda: (randn(3), True))
+def exception_group_partly_handled_escapes(x, extra):
+    # What no clause matched (the ValueError) and what a clause re-raised or raised leave
+    # the statement as one group, with eager's structure and messages.
+    y = x.cos()
+    return _split_and_reraise(y, extra) + 1
+
+
+@scenario(lambda: (randn(3),))
+def bare_exception_caught_by_except_star(x):
+    # A bare exception is wrapped in a group whose traceback is the frame's: a break.
+    y = x.sin()
+    try:
+        raise ValueError("bare")
+    except* ValueError as group:
+        y = y + len(group.exceptions)
+    return y
