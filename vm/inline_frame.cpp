@@ -995,7 +995,9 @@ void InlineFrame::step(const Instruction& ins) {
       ValuePtr type = pop();
       PyRef classes = concrete_object(type);
       PyObject* exception = top()->py();
-      if (!classes || exception == nullptr) unsupported("except* with an abstract class");
+      if (!classes || exception == nullptr || !PyExceptionInstance_Check(exception)) {
+        unsupported("except* with an abstract class or exception");
+      }
       auto valid = [](PyObject* c) {
         int group =
             PyExceptionClass_Check(c) ? PyObject_IsSubclass(c, PyExc_BaseExceptionGroup) : -1;
@@ -1044,7 +1046,8 @@ void InlineFrame::step(const Instruction& ins) {
       // from the list of what the clauses raised and the part none of them matched.
       ValuePtr raised = pop();
       ValuePtr original = pop();
-      if (!raised->is(TracedValue::Kind::List) || original->py() == nullptr) {
+      if (!raised->is(TracedValue::Kind::List) || original->py() == nullptr ||
+          !PyExceptionInstance_Check(original->py())) {
         unsupported("except* over values the trace does not hold");
       }
       if (PyObject_TypeCheck(original->py(),
@@ -1054,7 +1057,9 @@ void InlineFrame::step(const Instruction& ins) {
       }
       PyRef list = PyRef::steal(PyList_New(0));
       for (const ValuePtr& item : raised->items) {
-        if (!list || item->py() == nullptr || PyList_Append(list.get(), item->py()) < 0) {
+        PyObject* e = item->py();
+        if (!list || e == nullptr || (e != Py_None && !PyExceptionInstance_Check(e)) ||
+            PyList_Append(list.get(), e) < 0) {
           unsupported("except* with an exception the trace does not hold");
         }
       }
