@@ -325,6 +325,8 @@ OpProperties op_properties(std::string_view op) {
 
 bool node_may_write(const Node& node) {
   OpProperties props = op_properties(node.op());
+  std::optional<OpName> name = parse_op_name(node.op());
+  if (name && name->ns == kAutogradFunctionNamespace) return false;
   if (!props.known_namespace) {
     bool reads_tensor = false;
     node.for_each_input([&](const Value* v) {

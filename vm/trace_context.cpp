@@ -166,6 +166,19 @@ bool has_source_keys(PyObject* dict) {
   return true;
 }
 
+// A builtin function bound to an object or a class rather than to its module: a method
+// descriptor's or classmethod's binding, which attribute reads make afresh.
+bool bound_builtin_method(PyObject* function) {
+  PyObject* self = PyCFunction_GET_SELF(function);
+  return self != nullptr && !PyModule_Check(self);
+}
+
+PyRef name_object(PyObject* function) {
+  PyRef name = PyRef::steal(PyObject_GetAttrString(function, "__name__"));
+  if (!name) unsupported_from_python_error("reading a builtin method's name");
+  return name;
+}
+
 bool is_torch_enum(const KnownObjects* k, PyObject* o) {
   PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
   return t == k->dtype_type.get() || t == k->layout_type.get() || t == k->memory_format_type.get();
@@ -367,6 +380,13 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
       guard(GuardKind::TypeMatch, source, object);
       guard(GuardKind::IdMatch, Source::attr(source, "__func__"), PyMethod_GET_FUNCTION(object));
       guard(GuardKind::IdMatch, Source::attr(source, "__self__"), PyMethod_GET_SELF(object));
+    } else if (PyCFunction_Check(object) && source && bound_builtin_method(object)) {
+      // Likewise a builtin method bound to an object or a class (`self.keys` of an
+      // OrderedDict, torch 2.14's `Function.apply`, a classmethod bound to the class): made
+      // afresh at each read; what stays is its instance and its name.
+      guard(GuardKind::TypeMatch, source, object);
+      guard(GuardKind::IdMatch, Source::attr(source, "__self__"), PyCFunction_GET_SELF(object));
+      guard(GuardKind::ConstantMatch, Source::attr(source, "__name__"), name_object(object).get());
     } else {
       guard(GuardKind::IdMatch, source, object);
     }

@@ -1,6 +1,10 @@
 // Operator properties from names: the naming rules and the table behind them.
 #include "dynvm/graph/op_properties.h"
 
+#include <vector>
+
+#include "dynvm/graph/graph_parser.h"
+
 #include "catch.h"
 
 using namespace dynvm::graph;
@@ -115,4 +119,20 @@ TEST_CASE("operators outside aten and prims are opaque") {
   CHECK(p.may_alias_input());
   CHECK(op_properties("prims::convert_element_type").is_pure());
   CHECK_FALSE(op_properties("not an op").is_pure());
+}
+
+TEST_CASE("a recorded autograd.Function writes nothing, other opaque operators may") {
+  auto graph = parse_graph(R"(graph(%x: f32[4] cpu):
+  %a: f32[4] cpu = dynvm_fn::apply_0([%x])
+  %b: f32[4] cpu = mylib::op(%x)
+  return (%a, %b)
+)");
+  REQUIRE(graph);
+  std::vector<const Node*> nodes(graph->nodes().begin(), graph->nodes().end());
+  REQUIRE(nodes.size() == 2);
+  CHECK_FALSE(node_may_write(*nodes[0]));
+  CHECK(node_may_write(*nodes[1]));
+  // Still opaque otherwise: it may alias, and nothing is assumed of its purity.
+  CHECK(op_properties("dynvm_fn::apply_0").may_alias_input());
+  CHECK_FALSE(op_properties("dynvm_fn::apply_0").is_pure());
 }

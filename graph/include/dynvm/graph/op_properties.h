@@ -73,6 +73,14 @@ class Node;
 // is given a tensor.
 bool node_may_write(const Node& node);
 
+// The namespace of the operators the VM records for torch.autograd.Function applications
+// where a gradient flows (vm/calls.cpp, autograd_function_operator): the VM ran each
+// Function's forward first and recorded it only when that forward wrote none of its
+// arguments, drew no random numbers, had no other side effect and returned no argument
+// or view of one. So such an operator writes nothing, and running it again (a recomputing
+// backward) gives the same values; what else it is stays opaque (it may alias).
+inline constexpr std::string_view kAutogradFunctionNamespace = "dynvm_fn";
+
 // The dropout_p argument of an attention kernel (scaled_dot_product_attention and the
 // CPU's flash, CUDA's flash, memory-efficient and cuDNN kernels), by name or position;
 // nullptr for other operators and where none is given.
