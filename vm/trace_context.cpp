@@ -173,6 +173,21 @@ bool bound_builtin_method(PyObject* function) {
   return self != nullptr && !PyModule_Check(self);
 }
 
+// A function CPython makes for a generator expression or (before 3.12) a comprehension:
+// its code is named <genexpr>, <listcomp>, <setcomp> or <dictcomp>, and it has no
+// defaults.
+bool is_comprehension_function(PyObject* function) {
+  auto* f = reinterpret_cast<PyFunctionObject*>(function);
+  PyObject* name = reinterpret_cast<PyCodeObject*>(f->func_code)->co_name;
+  if (f->func_defaults != nullptr || f->func_kwdefaults != nullptr || !PyUnicode_Check(name)) {
+    return false;
+  }
+  for (const char* kind : {"<genexpr>", "<listcomp>", "<setcomp>", "<dictcomp>"}) {
+    if (PyUnicode_CompareWithASCIIString(name, kind) == 0) return true;
+  }
+  return false;
+}
+
 PyRef name_object(PyObject* function) {
   PyRef name = PyRef::steal(PyObject_GetAttrString(function, "__name__"));
   if (!name) unsupported_from_python_error("reading a builtin method's name");
@@ -380,6 +395,16 @@ ValuePtr TraceContext::wrap(PyObject* object, const SourcePtr& source) {
       guard(GuardKind::TypeMatch, source, object);
       guard(GuardKind::IdMatch, Source::attr(source, "__func__"), PyMethod_GET_FUNCTION(object));
       guard(GuardKind::IdMatch, Source::attr(source, "__self__"), PyMethod_GET_SELF(object));
+    } else if (PyFunction_Check(object) && source && source->kind() == Source::Kind::Stack &&
+               is_comprehension_function(object)) {
+      // A generator expression's (3.11: a comprehension's) function, left on the value
+      // stack by a graph break: every call makes a new one, which the code only iterates
+      // or calls there and never compares. What stays is its code and globals; a call
+      // reads its cells through sources, each guarded on what it holds.
+      auto* function = reinterpret_cast<PyFunctionObject*>(object);
+      guard(GuardKind::TypeMatch, source, object);
+      guard(GuardKind::IdMatch, Source::attr(source, "__code__"), function->func_code);
+      guard(GuardKind::IdMatch, Source::attr(source, "__globals__"), function->func_globals);
     } else if (PyCFunction_Check(object) && source && bound_builtin_method(object)) {
       // Likewise a builtin method bound to an object or a class (`self.keys` of an
       // OrderedDict, torch 2.14's `Function.apply`, a classmethod bound to the class): made

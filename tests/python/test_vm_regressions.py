@@ -2077,3 +2077,26 @@ def test_assigning_requires_grad_to_a_traced_tensor(backend):
         _marks_a_computed_value(torch.randn(3), w)
     with pytest.raises(RuntimeError, match="leaf"):
         dynvm.compile(_marks_a_computed_value, backend=backend)(torch.randn(3), w)
+
+
+def _rows_after_a_print(t):
+    print("rows of", tuple(t.shape))  # a break while the generator's function is on the stack
+    return list(t)
+
+
+def _scaled_rows(x, k):
+    return torch.stack(tuple(r * k for r in _rows_after_a_print(x)))
+
+
+def test_a_generator_function_on_the_stack_at_a_break_keeps_its_guards(capsys):
+    # The frame resumed after the print holds the generator expression's function, a new
+    # one on every call: guarded by identity, the resumed trace was made again each time
+    # until the cache limit. Guarded by code and globals, with its cell (k) read through a
+    # source, it is traced once per k.
+    compiled = dynvm.compile(_scaled_rows)
+    for i, k in enumerate([2.0, 2.0, 3.0, 3.0, 2.0]):
+        x = torch.full((2, 3), float(i))
+        torch.testing.assert_close(compiled(x, k), _scaled_rows(x, k))
+    assert dynvm.counters["recompiles"] <= 2, dict(dynvm.counters)
+    out = capsys.readouterr().out
+    assert out.count("rows of (2, 3)") == 10
