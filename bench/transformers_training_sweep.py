@@ -3,7 +3,8 @@ on, grad mode on). A causal LM's training step (forward with labels, `loss.backw
 compiled whole with dynvm.compile and run three times against eager with the same seeds
 (the models start equal); other models' forwards are explained under grad. Prints a
 markdown table: graphs and breaks of one step (`dynvm.explain`; `loss.backward()` in a
-step compiled whole is one break), the largest loss difference over the steps and the
+step compiled whole is one break), the frames traced again in steps 2 and 3 (a guard that
+fails on every call shows here), the largest loss difference over the steps and the
 largest gradient difference relative to eager's largest gradient, and the first break
 reason. Not a test; docs/status.md records the result.
 
@@ -59,7 +60,7 @@ def sweep_one(name, device, dtype):
     dynvm.reset()
     if zoo.entry(name).kind != "causal_lm":
         report = dynvm.explain(model)(**kwargs)
-        return f"| {name} | forward | {report.graph_count} | {report.graph_break_count} | | | " \
+        return f"| {name} | forward | {report.graph_count} | {report.graph_break_count} | | | | " \
                f"{_reason(report)} |"
     eager = copy.deepcopy(model)
     report = dynvm.explain(training_step)(copy.deepcopy(model), kwargs)
@@ -71,9 +72,12 @@ def sweep_one(name, device, dtype):
         torch.manual_seed(step)
         got = compiled(model, kwargs)
         loss_difference = max(loss_difference, (got.float() - want.float()).abs().item())
+        if step == 0:
+            traced = dynvm.counters["frames_traced"]
+    retraced = dynvm.counters["frames_traced"] - traced
     gradient = _largest_gradient_difference(model, eager)
     return (f"| {name} | step | {report.graph_count} | {report.graph_break_count} | "
-            f"{loss_difference:.2e} | {gradient:.2e} | {_reason(report)} |")
+            f"{retraced} | {loss_difference:.2e} | {gradient:.2e} | {_reason(report)} |")
 
 
 def main():
@@ -86,13 +90,15 @@ def main():
     device = "cuda" if args.cuda else "cpu"
     dtype = getattr(torch, args.dtype)
     print(f"device {device}, {args.dtype}, torch {torch.__version__}")
-    print("| model | what | graphs | breaks | loss diff | grad diff (rel.) | first break |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | what | graphs | breaks | traced again after step 1 | loss diff |"
+          " grad diff (rel.) | first break |")
+    print("|---|---|---|---|---|---|---|---|")
     for name in args.names or zoo.NAMES:
         try:
             print(sweep_one(name, device, dtype), flush=True)
         except Exception as e:  # a sweep row, not a test: say what failed and go on
-            print(f"| {name} | failed | | | | | {type(e).__name__}: {str(e)[:80]} |", flush=True)
+            print(f"| {name} | failed | | | | | | {type(e).__name__}: {str(e)[:80]} |",
+                  flush=True)
 
 
 if __name__ == "__main__":
