@@ -170,6 +170,11 @@ class Functionalizer {
       const AliasInfo& info = info_[v->id()];
       if (Value* base = written[info.base]) {
         outputs.push_back(replay(base, info.chain, info.chain.size()));
+      } else if (!info.chain.empty() && version_[info.base] > 0) {
+        // A view of a tensor the graph made and wrote: the view of the base's final value,
+        // so that it still aliases the base (returned too, or read after a break), as in
+        // eager. Its cached value after a write through it is a new tensor of its own.
+        outputs.push_back(replay(current_[info.base], info.chain, info.chain.size()));
       } else {
         outputs.push_back(read(v));
       }

@@ -433,6 +433,29 @@ def f():
     return (v17,)
 '''
 
+VIEW_WRITTEN_BEFORE_A_BREAK = '''
+import collections
+import torch
+Pair = collections.namedtuple('Pair', ['a', 'b'])
+
+def make_inputs(seed=574509011, variant=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn((4,), generator=g)
+    return ([a], {})
+
+def f(a):
+    a = a + a
+    v4 = a[0]
+    v4.mul_(0.25)
+    v5 = v4
+    if v5:
+        a.sub_(a)
+    v8 = v5
+    pair10 = Pair(v8, b=3)
+    v13, v14 = pair10
+    return (v13,)
+'''
+
 FIXED_FINDINGS = [
     # After a recompile, compiled returned the value of box.n after the later `box.n += 1`:
     # v, read as the resumed frame's S[0]['n'] (the dict vars() returned) and opaque once it
@@ -455,6 +478,11 @@ FIXED_FINDINGS = [
     # {1, 2, 3, 7} against eager's {2, 3, 7}.
     ("set_updated_then_discarded_eager", "eager", SET_UPDATED_THEN_DISCARDED),
     ("set_updated_then_discarded_dynvm", "dynvm", SET_UPDATED_THEN_DISCARDED),
+    # Seed 2026120504, program 348: a view of a temporary, written through and then read
+    # after the break at `if v5:`, came out of backend dynvm's graph as a tensor of its
+    # own, so the eager `a.sub_(a)` after the break did not reach it.
+    ("view_written_before_a_break_eager", "eager", VIEW_WRITTEN_BEFORE_A_BREAK),
+    ("view_written_before_a_break_dynvm", "dynvm", VIEW_WRITTEN_BEFORE_A_BREAK),
 ]
 
 
