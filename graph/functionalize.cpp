@@ -170,7 +170,7 @@ class Functionalizer {
       const AliasInfo& info = info_[v->id()];
       if (Value* base = written[info.base]) {
         outputs.push_back(replay(base, info.chain, info.chain.size()));
-      } else if (!info.chain.empty() && version_[info.base] > 0) {
+      } else if (!info.chain.empty() && version_[info.base] > 0 && reshapes_storage(info.chain)) {
         // A view of a tensor the graph made and wrote: the view of the base's final value,
         // so that it still aliases the base (returned too, or read after a break), as in
         // eager. Its cached value after a write through it is a new tensor of its own.
@@ -227,6 +227,17 @@ class Functionalizer {
     }
     cache_[v->id()] = CachedValue{version, value};
     return value;
+  }
+
+  // Whether a chain of views selects or rearranges elements at each step: no `detach` or
+  // `alias`, which later passes drop as the value itself (a returned detach of a copy
+  // replayed on the copy would let them drop the copy too).
+  static bool reshapes_storage(const std::vector<ViewStep>& chain) {
+    for (const ViewStep& step : chain) {
+      std::string_view op = step.node->op();
+      if (op == "aten::detach" || op == "aten::alias" || op == "aten::lift_fresh") return false;
+    }
+    return true;
   }
 
   // The first `length` views of `chain` applied again to `base` (a new value).
